@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's test command: sets everything up on a fresh machine, then runs
+# the test suite. GPU tests (marker `gpu`) skip themselves without an sm_90 GPU.
+# Extra arguments go to pytest.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck disable=SC1091
+. "$repo/scripts/setup_env.sh"
+# The SASS check in tests/test_build.py needs cuobjdump; the CUDA toolkit on a
+# CPU machine may lack it, NVIDIA's PyPI package provides it.
+python -m pip install -q nvidia-cuda-cuobjdump || echo "[test] could not install nvidia-cuda-cuobjdump"
+if command -v nvcc >/dev/null 2>&1 && [ "${JAX_SM100_ENABLE_CUDA:-ON}" != "OFF" ]; then
+  export JAX_SM100_EXPECT_KERNELS=1   # a build that lost its kernels must fail the tests
+fi
+cd "$repo"
+set +e
+python -m pytest -ra "$@" tests
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "[test] pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit "$rc"

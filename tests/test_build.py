@@ -1,0 +1,66 @@
+"""Checks on the compiled extension itself (run on CPU, in CI).
+
+A build that silently lost its kernels (no nvcc found, a CMake change that drops
+the .cu files, an arch list without sm_90a) must fail here rather than fall back
+to the reference path unnoticed. scripts/test.sh sets JAX_SM100_EXPECT_KERNELS=1
+whenever nvcc is present.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from jax_sm100 import _ffi
+
+EXPECT_KERNELS = os.environ.get("JAX_SM100_EXPECT_KERNELS") == "1"
+
+
+def _cuobjdump():
+    exe = shutil.which("cuobjdump")
+    if exe:
+        return exe
+    # NVIDIA's PyPI package nvidia-cuda-cuobjdump puts it under nvidia/cu*/bin.
+    for root in sys.path:
+        hits = glob.glob(os.path.join(root, "nvidia", "cu*", "bin", "cuobjdump"))
+        if hits:
+            return hits[0]
+    return None
+
+
+def _sass(arch):
+    exe = _cuobjdump()
+    if exe is None:
+        if EXPECT_KERNELS:
+            pytest.fail("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not available")
+    out = subprocess.run([exe, "--dump-sass", "--gpu-architecture", arch, _ffi.__file__],
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def test_kernels_were_compiled_when_expected():
+    if not EXPECT_KERNELS:
+        pytest.skip("no CUDA compiler in this environment; reference-only build is expected")
+    assert _ffi.has_cuda(), "nvcc is present but the extension was built without CUDA kernels"
+    assert "sm_90a" in _ffi.cuda_archs()
+
+
+def test_registrations_match_build():
+    regs = _ffi.registrations()
+    if not _ffi.has_cuda():
+        assert regs == {}
+        return
+    for name in ("jax_sm100_gemm", "jax_sm100_gemm_residual"):
+        assert name in regs, f"FFI target {name} missing from a CUDA build"
+
+
+@pytest.mark.skipif(not _ffi.has_cuda() or "sm_90a" not in _ffi.cuda_archs(),
+                    reason="extension built without sm_90a code")
+def test_sm90a_sass_has_wgmma_and_tma():
+    sass = _sass("sm_90a")
+    assert "HGMMA" in sass, "sm_90a code has no WGMMA (HGMMA) instruction: the fast path is gone"
+    assert "UTMALDG" in sass, "sm_90a code has no TMA load (UTMALDG)"
+    assert "UTMASTG" in sass, "sm_90a code has no TMA store (UTMASTG)"
