@@ -8,5 +8,6 @@
 #if JAX_SM100_WITH_CUDA
 extern "C" {
 // (handlers are added here as their kernels land)
+XLA_FFI_Error* JaxSm100QuantizeFp8(XLA_FFI_CallFrame* call_frame);  // quantize_ffi.cu
 }
 #endif

@@ -47,6 +47,7 @@ NB_MODULE(_ffi, m) {
   m.def("registrations", []() {
         nb::dict targets;
 #if JAX_SM100_WITH_CUDA
+        targets["jax_sm100_quantize_fp8"] = handler_capsule(&JaxSm100QuantizeFp8);
 #endif
         return targets;
       },

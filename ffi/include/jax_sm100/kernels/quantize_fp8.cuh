@@ -1,0 +1,211 @@
+// Blockwise FP8 (e4m3) quantization kernels, DeepSeek style: one fp32 scale per block.
+//
+//   scale[b] = amax(|x| over block b) / 448        (448 = largest finite e4m3)
+//   scale[b] = 1 where that is 0                   (all-zero block, or amax/448 underflow)
+//   q[i]     = e4m3_rn_satfinite(x[i] / scale[b])
+//
+// Semantics (must match jax_sm100._fp8._quantize bit for bit):
+//   * the amax and the division are done in fp32 on the input converted to fp32;
+//   * an all-zero block gets scale 1 and q = 0 (never 0/0);
+//   * a NaN anywhere in a block gives that block a NaN scale (NaN q), as jnp.max does;
+//   * |x / s| > 448 (only from fp32 rounding of amax/448) saturates to +-448 and NaN
+//     stays NaN (cvt ... .satfinite == clip-then-cast);
+//   * partial blocks (R or C not multiples of 128) take the amax over the elements
+//     that exist.
+//
+// Two block shapes:
+//   quantize_1x128_kernel:   scale (R, ceil(C/128)), or transposed (ceil(C/128), Rp) with
+//                            Rp = round_up(R, 4): the layout the sm90 FP8 GEMM TMA-loads
+//                            A's scales from (pad entries [R, Rp) are written as 1).
+//   quantize_128x128_kernel: scale (ceil(R/128), ceil(C/128)).
+//
+// Memory-bound: every thread moves 16 elements with 16-byte vector loads and one
+// 16-byte store of e4m3 when the row is 16-element aligned (C % 16 == 0); otherwise
+// (or at a ragged row end) it falls back to per-element accesses.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+namespace jax_sm100::kernels::quant {
+
+constexpr float kE4M3Max = 448.0f;
+constexpr int kBlock = 128;       // block edge (elements)
+constexpr int kChunk = 16;        // elements per thread per access
+constexpr int kThreadsPerRowBlock = kBlock / kChunk;  // 8 threads cover one 1x128 block
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+
+/// Loads x[c0 .. c0+16) of one row into fp32; elements at or past `cols` read as 0.
+/// `vec`: the 16 elements exist and are 16-byte aligned (then 16-byte loads).
+template <typename T>
+__device__ __forceinline__ void load_chunk(const T* row, int64_t c0, int64_t cols, bool vec,
+                                           float (&v)[kChunk]) {
+  if (vec) {
+    constexpr int kPerVec = 16 / sizeof(T);
+    const uint4* p = reinterpret_cast<const uint4*>(row + c0);
+#pragma unroll
+    for (int i = 0; i < kChunk / kPerVec; ++i) {
+      uint4 raw = __ldg(p + i);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int j = 0; j < kPerVec; ++j) v[i * kPerVec + j] = to_f32<T>(e[j]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) v[i] = (c0 + i < cols) ? to_f32<T>(row[c0 + i]) : 0.0f;
+  }
+}
+
+/// Quantizes 16 values by `s` (division, as the reference does) and stores them.
+__device__ __forceinline__ void store_chunk(uint8_t* row, int64_t c0, int64_t cols, bool vec,
+                                            const float (&v)[kChunk], float s) {
+  uint16_t pairs[kChunk / 2];
+#pragma unroll
+  for (int i = 0; i < kChunk / 2; ++i) {
+    float2 f = make_float2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
+    pairs[i] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+  }
+  if (vec) {
+    uint4 out;
+    out.x = pairs[0] | (uint32_t(pairs[1]) << 16);
+    out.y = pairs[2] | (uint32_t(pairs[3]) << 16);
+    out.z = pairs[4] | (uint32_t(pairs[5]) << 16);
+    out.w = pairs[6] | (uint32_t(pairs[7]) << 16);
+    *reinterpret_cast<uint4*>(row + c0) = out;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      if (c0 + i < cols) row[c0 + i] = static_cast<uint8_t>(pairs[i / 2] >> (8 * (i % 2)));
+    }
+  }
+}
+
+/// NaN propagates through amax like the reference's jnp.max (fmaxf would drop it).
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+}
+
+/// The stored scale (and divisor) of a block: amax / 448, or 1 where that is 0 (an
+/// all-zero block, or underflow). NaN stays NaN, as in the reference.
+__device__ __forceinline__ float block_scale(float amax) {
+  const float sc = amax / kE4M3Max;
+  return sc == 0.0f ? 1.0f : sc;
+}
+
+/// 1x128 blocks. Groups of 8 consecutive threads own one (row, column-block); a warp
+/// owns 4 groups per step, and loops stay warp-uniform so the shuffles see all lanes.
+/// scale_transposed: write scale[cb * scale_ld + row] (scale_ld = Rp) instead of
+/// scale[row * Cb + cb]; the pad rows [R, Rp) get 1.
+template <typename T, bool kScaleTransposed>
+__global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict__ x,
+                                                             uint8_t* __restrict__ q,
+                                                             float* __restrict__ scale, int64_t rows,
+                                                             int64_t cols, int64_t scale_ld,
+                                                             bool aligned) {
+  const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
+  const int64_t groups = rows * col_blocks;
+  const int lane = threadIdx.x % 32;
+  const int sub = lane % kThreadsPerRowBlock;
+  const int64_t warps_total = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int64_t warp_global = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+
+  if (kScaleTransposed && blockIdx.x == 0) {
+    const int64_t pad = (scale_ld - rows) * col_blocks;
+    for (int64_t i = threadIdx.x; i < pad; i += blockDim.x) {
+      const int64_t cb = i / (scale_ld - rows), r = rows + i % (scale_ld - rows);
+      scale[cb * scale_ld + r] = 1.0f;
+    }
+  }
+
+  for (int64_t base = warp_global * 4; base < groups; base += warps_total * 4) {
+    const int64_t g = base + lane / kThreadsPerRowBlock;
+    const bool live = g < groups;
+    const int64_t row = live ? g / col_blocks : 0;
+    const int64_t cb = live ? g % col_blocks : 0;
+    const int64_t c0 = cb * kBlock + sub * kChunk;
+    const bool vec = aligned && (c0 + kChunk <= cols);
+    float v[kChunk];
+    if (live) {
+      load_chunk<T>(x + row * cols, c0, cols, vec, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) amax = nan_max(amax, fabsf(v[i]));
+#pragma unroll
+    for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
+      amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float sc = block_scale(amax);
+    if (live) {
+      if (sub == 0) {
+        if (kScaleTransposed) scale[cb * scale_ld + row] = sc;
+        else scale[row * col_blocks + cb] = sc;
+      }
+      store_chunk(q + row * cols, c0, cols, vec, v, sc);
+    }
+  }
+}
+
+/// 128x128 blocks: one CTA of 256 threads per block. Thread t covers 16 columns
+/// (t % 8) of rows t/8 + 32*i, i < 4; the block amax goes through shared memory; the
+/// 64 values stay in registers between the amax and the quantization.
+template <typename T>
+__global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restrict__ x,
+                                                               uint8_t* __restrict__ q,
+                                                               float* __restrict__ scale,
+                                                               int64_t rows, int64_t cols,
+                                                               bool aligned) {
+  constexpr int kRowsPerPass = 256 / kThreadsPerRowBlock;  // 32
+  constexpr int kPasses = kBlock / kRowsPerPass;           // 4
+  __shared__ float warp_amax[8];
+  const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
+  const int64_t rb = blockIdx.x / col_blocks, cb = blockIdx.x % col_blocks;
+  const int sub = threadIdx.x % kThreadsPerRowBlock;
+  const int r_in = threadIdx.x / kThreadsPerRowBlock;
+  const int64_t c0 = cb * kBlock + sub * kChunk;
+  const bool vec = aligned && (c0 + kChunk <= cols);
+
+  float v[kPasses][kChunk];
+  float amax = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
+    if (row < rows) {
+      load_chunk<T>(x + row * cols, c0, cols, vec, v[p]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[p][i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) amax = nan_max(amax, fabsf(v[p][i]));
+  }
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = warp_amax[0];
+#pragma unroll
+  for (int w = 1; w < 8; ++w) amax = nan_max(amax, warp_amax[w]);
+
+  const float s = block_scale(amax);
+  if (threadIdx.x == 0) scale[rb * col_blocks + cb] = s;
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
+    if (row < rows) store_chunk(q + row * cols, c0, cols, vec, v[p], s);
+  }
+}
+
+}  // namespace jax_sm100::kernels::quant
