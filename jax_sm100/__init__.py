@@ -1,2 +1,37 @@
-"""jax_sm100: warp-specialized GPU matmul kernels for JAX (skeleton)."""
-from jax_sm100 import _ffi  # noqa: F401
+"""jax_sm100: warp-specialized Hopper/Blackwell matmul kernels for JAX.
+
+Public ops (all jittable, vmappable, reverse-mode differentiable where noted):
+  matmul, matmul_residual, quantize_fp8_blockwise, fp8_blockwise_matmul,
+  fp8_dot, dot_general, fp8_dot_general, backend().
+Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
+
+Every op runs the compiled kernel when backend() is 'sm90'/'sm100', its FFI
+target is registered and the call is supported (dtype/shape), and a pure-JAX
+reference otherwise. Set JAX_SM100_FORCE_REFERENCE=1 to force the reference.
+If the compiled module jax_sm100._ffi fails to load, importing still works:
+a RuntimeWarning says why and backend() is 'reference'.
+"""
+from jax_sm100 import _ffi_registry
+from jax_sm100._backend import FORCE_REFERENCE_ENV, backend
+from jax_sm100._dot_general import dot_general, fp8_dot_general
+from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
+from jax_sm100._matmul import matmul, matmul_residual
+
+if _ffi_registry._ffi is not None:
+  from jax_sm100 import _ffi  # noqa: F401  (the compiled module)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORCE_REFERENCE_ENV", "backend", "dot_general", "fp8_blockwise_matmul",
+    "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual",
+    "quantize_fp8_blockwise",
+]
+
+
+def __getattr__(name):
+  # `jax_sm100.flax` without an explicit import; flax is an optional dependency.
+  if name == "flax":
+    import importlib
+    return importlib.import_module("jax_sm100.flax")
+  raise AttributeError(f"module 'jax_sm100' has no attribute {name!r}")

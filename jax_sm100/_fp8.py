@@ -1,0 +1,197 @@
+"""FP8 blockwise quantization, the blockwise-scaled matmul, and fp8_dot."""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_sm100 import _backend, _checks, _gemm
+
+E4M3 = np.dtype(jnp.float8_e4m3fn)
+BLOCK = _gemm.FP8_BLOCK
+
+
+def _cdiv(a: int, b: int) -> int:
+  return -(-a // b)
+
+
+# ----------------------------------------------------------------------------
+# quantize_fp8_blockwise
+# ----------------------------------------------------------------------------
+
+def _quantize(x, block, dtype):
+  """Blockwise quantization (no validation); see quantize_fp8_blockwise."""
+  r, c = x.shape
+  br, bc = block
+  nr, nc = _cdiv(r, br), _cdiv(c, bc)
+  fmax = float(jnp.finfo(dtype).max)
+  xb = jnp.pad(x.astype(jnp.float32), ((0, nr * br - r), (0, nc * bc - c)))
+  xb = xb.reshape(nr, br, nc, bc)
+  amax = jnp.max(jnp.abs(xb), axis=(1, 3))                      # (nr, nc)
+  scale = amax / np.float32(fmax)
+  # All-zero block (or amax so small that amax/fmax underflows to 0): scale 1,
+  # so q = x / 1 is exactly zero (or rounds to fp8 zero/subnormals) - never
+  # 0/0. NaN in a block gives a NaN scale (kept visible, not hidden).
+  scale = jnp.where(scale == 0, np.float32(1.0), scale)
+  q = jnp.clip(xb / scale[:, None, :, None], -fmax, fmax)     # saturate
+  q = q.astype(dtype).reshape(nr * br, nc * bc)[:r, :c]
+  return q, scale
+
+
+def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
+  """Quantize x (R, C) to FP8 with one float32 scale per (block[0], block[1]) tile.
+
+  Returns (q, scale): q has x's shape and `dtype`; scale is float32 of shape
+  (ceil(R/block[0]), ceil(C/block[1])) and x ~= q * scale per tile.
+
+  scale = tile amax / dtype max, so each tile's largest |x| maps to the format's
+  largest finite value; q = clip(x / scale, -max, max) (saturating). A tile of
+  all zeros gets scale 1.0 (its q is all zeros, no NaN/Inf); so does a tile
+  whose amax/max underflows float32. Edge tiles are partial (no padding leaks
+  into the scale).
+  """
+  op = "quantize_fp8_blockwise"
+  x = _checks.as_array(op, "x", x)
+  _checks.check_dtype(op, "x", x, _checks.FLOAT_DTYPES)
+  _checks.check_rank(op, "x", x, 2, "(R, C)", max_rank=2)
+  if (not isinstance(block, (tuple, list)) or len(block) != 2 or
+      not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+              for v in block)):
+    raise ValueError(f"jax_sm100.{op}: block must be a pair of positive ints "
+                     f"(rows, cols); got {block!r}.")
+  try:
+    dt = np.dtype(dtype)
+  except TypeError:
+    dt = None
+  if dt not in _checks.FP8_DTYPES:
+    raise TypeError(f"jax_sm100.{op}: dtype must be float8_e4m3fn or float8_e5m2; "
+                    f"got {dtype!r}.")
+  return _quantize(x, (int(block[0]), int(block[1])), dt)
+
+
+# ----------------------------------------------------------------------------
+# fp8_blockwise_matmul
+# ----------------------------------------------------------------------------
+
+def _check_scale(op, name, s, want):
+  _checks.check_dtype(op, name, s, (np.dtype(np.float32),))
+  if tuple(s.shape) != tuple(want):
+    raise ValueError(f"jax_sm100.{op}: {name} must have shape {tuple(want)}; "
+                     f"got {tuple(s.shape)}.")
+
+
+def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
+                         out_dtype=jnp.bfloat16):
+  """(a * a_scale) @ (b * b_scale)^T (+ beta * c), DeepGEMM/cuBLASLt layout.
+
+  Args:
+    a: (M, K) float8_e4m3fn, scaled by a_scale (M, ceil(K/128)) float32 in 1x128
+      blocks along K.
+    b: (N, K) float8_e4m3fn (K-major, i.e. the weight transposed), scaled by
+      b_scale (ceil(N/128), ceil(K/128)) float32 in 128x128 blocks.
+    c: optional residual (M, N) with the output dtype; beta a finite Python real
+      (beta == 0: c is not read).
+    out_dtype: bfloat16 (the kernel's), float16 or float32 (reference only).
+  Returns:
+    (M, N) in out_dtype. Not differentiable (its inputs are quantized); use
+    fp8_dot for training.
+  """
+  op = "fp8_blockwise_matmul"
+  a = _checks.as_array(op, "a", a)
+  b = _checks.as_array(op, "b", b)
+  a_scale = _checks.as_array(op, "a_scale", a_scale)
+  b_scale = _checks.as_array(op, "b_scale", b_scale)
+  _checks.check_dtype(op, "a", a, _checks.FP8_DTYPES)
+  _checks.check_dtype(op, "b", b, _checks.FP8_DTYPES)
+  _checks.check_rank(op, "a", a, 2, "(M, K)", max_rank=2)
+  _checks.check_rank(op, "b", b, 2, "(N, K)", max_rank=2)
+  (m, k), (n, kb) = a.shape, b.shape
+  if k != kb:
+    raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
+                     f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
+  _check_scale(op, "a_scale", a_scale, (m, _cdiv(k, BLOCK)))
+  _check_scale(op, "b_scale", b_scale, (_cdiv(n, BLOCK), _cdiv(k, BLOCK)))
+  beta = _checks.static_scalar(op, "beta", beta)
+  out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.bfloat16)
+  if c is not None:
+    c = _checks.as_array(op, "c", c)
+    if c.dtype != out_dtype:
+      raise TypeError(f"jax_sm100.{op}: c must have the output dtype "
+                      f"{out_dtype.name}; got {c.dtype.name}.")
+    if tuple(c.shape) != (m, n):
+      raise ValueError(f"jax_sm100.{op}: c must have shape (M, N) = {(m, n)}; "
+                       f"got {tuple(c.shape)}.")
+  return _gemm.fp8_gemm(_backend.context(), a, a_scale, b, b_scale, c, beta, out_dtype)
+
+
+# ----------------------------------------------------------------------------
+# fp8_dot (DeepSeek-V3 recipe)
+# ----------------------------------------------------------------------------
+
+def _fp8_product(ctx, lhs, rhs_t, out_dtype):
+  """lhs (M, C) @ rhs_t(R, C)^T with lhs in 1x128 and rhs_t in 128x128 blocks
+  along the contraction C, through the fp8 dispatch."""
+  lq, ls = _quantize(lhs, (1, BLOCK), E4M3)
+  rq, rs = _quantize(rhs_t, (BLOCK, BLOCK), E4M3)
+  return _gemm.fp8_gemm(ctx, lq, ls, rq, rs, None, 0.0, out_dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _fp8_dot(ctx, out_dtype, w_dtype, x2, w):
+  del w_dtype
+  return _fp8_product(ctx, x2, w.T, out_dtype)
+
+
+def _fp8_dot_fwd(ctx, out_dtype, w_dtype, x2, w):
+  del w_dtype
+  xq, xs = _quantize(x2, (1, BLOCK), E4M3)
+  wq_t, ws = _quantize(w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
+  y = _gemm.fp8_gemm(ctx, xq, xs, wq_t, ws, None, 0.0, out_dtype)
+  # The 128x128 tiles of w and w^T are the same tiles: the backward reuses the
+  # quantized weight transposed (exact) instead of quantizing w again.
+  return y, (x2, wq_t, ws)
+
+
+def _fp8_dot_bwd(ctx, out_dtype, w_dtype, res, g):
+  del out_dtype
+  x2, wq_t, ws = res
+  # dx (M, K) = g (M, N) @ w^T: g in 1x128 blocks along N; w (K, N) 128x128.
+  gq, gs = _quantize(g, (1, BLOCK), E4M3)
+  dx = _gemm.fp8_gemm(ctx, gq, gs, wq_t.T, ws.T, None, 0.0, x2.dtype)
+  # dw (K, N) = x^T @ g: x^T (K, M) in 1x128 blocks along M; g^T (N, M) 128x128.
+  dw = _fp8_product(ctx, x2.T, g.T, w_dtype)
+  return dx, dw
+
+
+_fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
+
+
+def fp8_dot(x, w, *, out_dtype=None):
+  """x @ w computed in FP8 with blockwise scales (DeepSeek-V3 recipe).
+
+  Args:
+    x: (..., K) bfloat16, float16 or float32; quantized in 1x128 blocks along K.
+    w: (K, N) bfloat16, float16 or float32; quantized in 128x128 blocks.
+    out_dtype: bfloat16, float16 or float32; defaults to the promoted input dtype.
+  Returns:
+    (..., N). Its custom_vjp runs the backward in FP8 too: dx = Q(g) @ Q(w)^T
+    and dw = Q(x)^T @ Q(g), each operand quantized in 1x128 (activations and
+    gradients) or 128x128 blocks along that product's contraction dim.
+  """
+  op = "fp8_dot"
+  x = _checks.as_array(op, "x", x)
+  w = _checks.as_array(op, "w", w)
+  _checks.check_dtype(op, "x", x, _checks.FLOAT_DTYPES)
+  _checks.check_dtype(op, "w", w, _checks.FLOAT_DTYPES)
+  _checks.check_rank(op, "x", x, 1, "(..., K)")
+  _checks.check_rank(op, "w", w, 2, "(K, N)", max_rank=2)
+  if x.shape[-1] != w.shape[0]:
+    raise ValueError(f"jax_sm100.{op}: x's last dim (K={x.shape[-1]}) must equal w's "
+                     f"first dim; got x {tuple(x.shape)}, w {tuple(w.shape)}.")
+  out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.promote_types(x.dtype, w.dtype))
+  x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+  y = _fp8_dot(_backend.context(), out_dtype, w.dtype, x2, w)
+  return y.reshape(x.shape[:-1] + (w.shape[1],))

@@ -1,0 +1,176 @@
+"""matmul and matmul_residual: validation, custom_vjp, dispatch to _gemm."""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_sm100 import _backend, _checks, _gemm
+
+
+def _sum_to(x, shape, dtype):
+  """Sum x over the dims that were broadcast to reach x.shape from `shape`."""
+  lead = x.ndim - len(shape)
+  axes = tuple(range(lead)) + tuple(
+      lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)
+  if axes:
+    x = jnp.sum(x.astype(jnp.float32), axis=axes).reshape(shape)
+  return x.astype(dtype)
+
+
+def _rows(x):
+  """x reshaped to 2-D (all leading dims folded into rows); free for row-major."""
+  return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+def _validate_pair(op, a, b):
+  a = _checks.as_array(op, "a", a)
+  b = _checks.as_array(op, "b", b)
+  _checks.check_dtype(op, "a", a, _checks.FLOAT_DTYPES)
+  _checks.check_dtype(op, "b", b, _checks.FLOAT_DTYPES)
+  if a.dtype != b.dtype:
+    raise TypeError(f"jax_sm100.{op}: a and b must have the same dtype; got "
+                    f"{a.dtype.name} and {b.dtype.name}.")
+  _checks.check_rank(op, "a", a, 2, "(..., M, K)")
+  _checks.check_rank(op, "b", b, 2, "(K, N) or (..., K, N)")
+  if a.shape[-1] != b.shape[-2]:
+    raise ValueError(f"jax_sm100.{op}: a's last dim (K={a.shape[-1]}) must equal b's "
+                     f"second-to-last dim; got a {tuple(a.shape)}, b {tuple(b.shape)}.")
+  out_b = _checks.batch_shape(op, ("a", a.shape[:-2]), ("b", b.shape[:-2]))
+  return a, b, out_b + (a.shape[-2], b.shape[-1])
+
+
+def _product(ctx, a, b, out_dtype):
+  """a @ b; a batched with b 2-D is folded into M: one (B*M, K) x (K, N) GEMM."""
+  if b.ndim == 2 and a.ndim > 2:
+    d = _gemm.gemm(ctx, _rows(a), b, False, False, out_dtype)
+    return d.reshape(a.shape[:-1] + (b.shape[-1],))
+  return _gemm.gemm(ctx, a, b, False, False, out_dtype)
+
+
+def _product_grads(ctx, a, b, g):
+  """(dA, dB) of d = a @ b for cotangent g; every product goes through _gemm.gemm
+  with transpose flags (no materialized transposes on the kernel path)."""
+  if b.ndim == 2:
+    # One GEMM each: batch folded into M.  dA = g @ b^T,  dB = a^T @ g.
+    g2 = _rows(g)
+    da = _gemm.gemm(ctx, g2, b, False, True, a.dtype).reshape(a.shape)
+    db = _gemm.gemm(ctx, _rows(a), g2, True, False, b.dtype)
+    return da, db
+  out_b = g.shape[:-2]
+  a_red = tuple(a.shape[:-2]) != tuple(out_b)
+  b_red = tuple(b.shape[:-2]) != tuple(out_b)
+  # Products summed over broadcast batch dims are produced in f32 first.
+  da = _gemm.gemm(ctx, g, b, False, True, jnp.float32 if a_red else a.dtype)
+  db = _gemm.gemm(ctx, a, g, True, False, jnp.float32 if b_red else b.dtype)
+  return _sum_to(da, a.shape, a.dtype), _sum_to(db, b.shape, b.dtype)
+
+
+# ----------------------------------------------------------------------------
+# matmul
+# ----------------------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _matmul(ctx, out_dtype, a, b):
+  return _product(ctx, a, b, out_dtype)
+
+
+def _matmul_fwd(ctx, out_dtype, a, b):
+  return _product(ctx, a, b, out_dtype), (a, b)
+
+
+def _matmul_bwd(ctx, out_dtype, res, g):
+  del out_dtype
+  a, b = res
+  return _product_grads(ctx, a, b, g)
+
+
+_matmul.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+def matmul(a, b, *, out_dtype=None):
+  """a @ b with fp32 accumulation.
+
+  Args:
+    a: (..., M, K), bfloat16, float16 or float32.
+    b: (K, N) or (..., K, N) with leading dims that broadcast against a's; same
+      dtype as a.
+    out_dtype: bfloat16, float16 or float32; defaults to a's dtype.
+  Returns:
+    (..., M, N) in out_dtype.
+
+  bf16/fp16 inputs run the compiled kernel on a supported GPU (backend()), f32
+  and everything else the reference. Differentiable (reverse mode): dA = g@b^T,
+  dB = a^T@g, through the same dispatch.
+  """
+  a, b, _ = _validate_pair("matmul", a, b)
+  out_dtype = _checks.out_dtype_or("matmul", out_dtype, a.dtype)
+  return _matmul(_backend.context(), out_dtype, a, b)
+
+
+# ----------------------------------------------------------------------------
+# matmul_residual
+# ----------------------------------------------------------------------------
+
+def _residual(ctx, alpha, beta, out_dtype, a, b, c):
+  if b.ndim == 2 and a.ndim > 2 and c.shape == a.shape[:-1] + (b.shape[-1],):
+    d = _gemm.gemm_residual(ctx, _rows(a), b, _rows(c), False, False,
+                            alpha, beta, out_dtype)
+    return d.reshape(c.shape)
+  return _gemm.gemm_residual(ctx, a, b, c, False, False, alpha, beta, out_dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def _matmul_residual(ctx, alpha, beta, out_dtype, a, b, c):
+  return _residual(ctx, alpha, beta, out_dtype, a, b, c)
+
+
+def _matmul_residual_fwd(ctx, alpha, beta, out_dtype, a, b, c):
+  return _residual(ctx, alpha, beta, out_dtype, a, b, c), (a, b, c)
+
+
+def _matmul_residual_bwd(ctx, alpha, beta, out_dtype, res, g):
+  del out_dtype
+  a, b, c = res
+  if beta == 0.0:
+    dc = jnp.zeros_like(c)
+  else:
+    dc = _sum_to(g.astype(jnp.float32) * np.float32(beta), c.shape, c.dtype)
+  # alpha scales the cotangent once (exact when alpha is a power of two).
+  ga = g if alpha == 1.0 else (g.astype(jnp.float32) * np.float32(alpha)).astype(g.dtype)
+  da, db = _product_grads(ctx, a, b, ga)
+  return da, db, dc
+
+
+_matmul_residual.defvjp(_matmul_residual_fwd, _matmul_residual_bwd)
+
+
+def matmul_residual(a, b, c, *, alpha=1.0, beta=1.0, out_dtype=None):
+  """alpha * (a @ b) + beta * c, fused (fp32 accumulation and epilogue).
+
+  Args:
+    a, b: as in `matmul`.
+    c: the residual, shaped like the product (..., M, N) or (M, N) (broadcast
+      over the batch), with the output dtype.
+    alpha, beta: finite Python real numbers (static kernel attributes).
+      beta == 0 means c is not read at all (NaN in c does not propagate).
+    out_dtype: bfloat16, float16 or float32; defaults to a's dtype.
+  Returns:
+    (..., M, N) in out_dtype. Differentiable in a, b, c (dC = beta * g).
+  """
+  op = "matmul_residual"
+  a, b, out_shape = _validate_pair(op, a, b)
+  c = _checks.as_array(op, "c", c)
+  alpha = _checks.static_scalar(op, "alpha", alpha)
+  beta = _checks.static_scalar(op, "beta", beta)
+  out_dtype = _checks.out_dtype_or(op, out_dtype, a.dtype)
+  if c.dtype != out_dtype:
+    raise TypeError(f"jax_sm100.{op}: c must have the output dtype {out_dtype.name}; "
+                    f"got {c.dtype.name} (cast c or pass out_dtype).")
+  if tuple(c.shape) not in (tuple(out_shape), tuple(out_shape[-2:])):
+    raise ValueError(f"jax_sm100.{op}: c must have the product's shape {tuple(out_shape)} "
+                     f"or {tuple(out_shape[-2:])}; got {tuple(c.shape)}.")
+  return _matmul_residual(_backend.context(), alpha, beta, out_dtype, a, b, c)
