@@ -31,12 +31,19 @@ def _quantize(x, block, dtype):
   xb = jnp.pad(x.astype(jnp.float32), ((0, nr * br - r), (0, nc * bc - c)))
   xb = xb.reshape(nr, br, nc, bc)
   amax = jnp.max(jnp.abs(xb), axis=(1, 3))                      # (nr, nc)
-  scale = amax / np.float32(fmax)
+  # amax * float32(1/max), not amax / max: XLA rewrites division by a constant
+  # into this multiplication anyway, and spelling it out keeps every
+  # implementation (XLA CPU/GPU, CUDA kernels) bit-identical.
+  scale = amax * np.float32(1.0 / fmax)
   # All-zero block (or amax so small that amax/fmax underflows to 0): scale 1,
   # so q = x / 1 is exactly zero (or rounds to fp8 zero/subnormals) - never
   # 0/0. NaN in a block gives a NaN scale (kept visible, not hidden).
   scale = jnp.where(scale == 0, np.float32(1.0), scale)
-  q = jnp.clip(xb / scale[:, None, :, None], -fmax, fmax)     # saturate
+  # x * (1/scale) with the reciprocal rounded once per tile: XLA rewrites
+  # x / broadcast(scale) into this form inside fusions, so it is spelled out to
+  # keep all implementations bit-identical.
+  inv = np.float32(1.0) / scale
+  q = jnp.clip(xb * inv[:, None, :, None], -fmax, fmax)       # saturate
   q = q.astype(dtype).reshape(nr * br, nc * bc)[:r, :c]
   return q, scale
 
@@ -47,11 +54,15 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   Returns (q, scale): q has x's shape and `dtype`; scale is float32 of shape
   (ceil(R/block[0]), ceil(C/block[1])) and x ~= q * scale per tile.
 
-  scale = tile amax / dtype max, so each tile's largest |x| maps to the format's
-  largest finite value; q = clip(x / scale, -max, max) (saturating). A tile of
-  all zeros gets scale 1.0 (its q is all zeros, no NaN/Inf); so does a tile
-  whose amax/max underflows float32. Edge tiles are partial (no padding leaks
-  into the scale).
+  Exact recipe (all float32, on x converted to float32; any kernel that
+  implements it must agree with this reference bit for bit):
+    amax  = max |x| over the tile (edge tiles: over the elements that exist)
+    scale = amax * float32(1 / max)       (max: largest finite value of dtype)
+    scale = 1.0 where scale == 0          (all-zero tile, or amax*(1/max)
+                                           underflows: q is then 0 - never 0/0)
+    q     = dtype(clip(x * (1.0 / scale), -max, max))   (saturating)
+  so each tile's largest |x| maps to the format's max. A NaN in a tile gives
+  that tile a NaN scale and NaN q (kept visible, not hidden).
   """
   op = "quantize_fp8_blockwise"
   x = _checks.as_array(op, "x", x)

@@ -1,0 +1,215 @@
+"""Shared test fixtures and float64 reference helpers.
+
+* `gpu`-marked tests are skipped unless jax_sm100.backend() == 'sm90'.
+* Random data is fresh every run: each test gets its own seed (printed, so a
+  failure can be reproduced with JAX_SM100_TEST_SEED=<seed>).
+* `fake_sm90` makes the dispatch believe it runs on an sm_90a GPU with every
+  FFI target registered, so tests can lower (not run) the kernel path on CPU.
+* `emulated_kernels` additionally replaces jax.ffi.ffi_call by a pure-JAX
+  emulation of the kernels' FFI contract that *asserts* the contract (dtypes,
+  16-byte row alignment, batch counts), so the Python side of the kernel path
+  (padding, slicing, batching, transpose flags) runs and is checked on CPU.
+"""
+from __future__ import annotations
+
+import math
+import os
+import secrets
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import jax_sm100
+from jax_sm100 import _backend, _ffi_registry
+
+
+def pytest_collection_modifyitems(config, items):
+  if jax_sm100.backend() == "sm90":
+    return
+  skip = pytest.mark.skip(reason="needs an sm_90a GPU with the compiled kernels "
+                          f"(backend() is {jax_sm100.backend()!r})")
+  for item in items:
+    if "gpu" in item.keywords:
+      item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+  seed = int(os.environ.get("JAX_SM100_TEST_SEED", secrets.randbits(32)))
+  print(f"{request.node.nodeid}: seed {seed}")
+  return np.random.default_rng(seed)
+
+
+# ---------------------------------------------------------------------------
+# Dispatch fixtures
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_sm90(monkeypatch):
+  """backend() == 'sm90' and every known FFI target 'registered' (lowering only)."""
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  monkeypatch.setattr(_backend, "_device_backend", lambda: "sm90")
+  monkeypatch.setattr(_ffi_registry, "_registered",
+                      frozenset(_ffi_registry.KNOWN_TARGETS))
+  jax.clear_caches()  # traces made under another backend must not be reused
+  yield
+  jax.clear_caches()
+
+
+def _row_aligned(x) -> bool:
+  return (x.shape[-1] * x.dtype.itemsize) % 16 == 0
+
+
+def _flat_batch(x):
+  return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
+
+
+def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
+  """Pure-JAX stand-in for the kernels that checks the FFI contract."""
+  del vmap_method
+  out_shape, out_dtype = tuple(result.shape), np.dtype(result.dtype)
+
+  def gemm(a, b, c=None, *, trans_a, trans_b, alpha=1.0, beta=0.0):
+    assert isinstance(trans_a, bool) and isinstance(trans_b, bool)
+    assert a.dtype == b.dtype and a.dtype in (jnp.bfloat16, jnp.float16), (a.dtype, b.dtype)
+    assert out_dtype in (jnp.bfloat16, jnp.float16, jnp.float32)
+    ops = [a, b] + ([c] if c is not None else [])
+    for x in ops:
+      assert _row_aligned(x), f"{target}: operand {x.shape} {x.dtype} not 16-byte aligned"
+    assert (out_shape[-1] * out_dtype.itemsize) % 16 == 0, out_shape
+    nd = math.prod(out_shape[:-2])
+    for x in ops:
+      assert math.prod(x.shape[:-2]) in (1, nd), (target, x.shape, out_shape)
+    a3, b3 = _flat_batch(a), _flat_batch(b)
+    if trans_a:
+      a3 = jnp.swapaxes(a3, 1, 2)
+    if trans_b:
+      b3 = jnp.swapaxes(b3, 1, 2)
+    assert a3.shape[2] == b3.shape[1]
+    assert (a3.shape[1], b3.shape[2]) == out_shape[-2:]
+    acc = jnp.matmul(a3.astype(jnp.float32), b3.astype(jnp.float32),
+                     precision=jax.lax.Precision.HIGHEST)
+    acc = acc * np.float32(alpha)
+    if c is not None:
+      assert c.dtype == out_dtype and c.shape[-2:] == out_shape[-2:]
+      if beta != 0:
+        acc = acc + np.float32(beta) * _flat_batch(c).astype(jnp.float32)
+    acc = jnp.broadcast_to(acc, (nd,) + out_shape[-2:])
+    return acc.astype(out_dtype).reshape(out_shape)
+
+  def fp8(a, a_scale, b, b_scale, c=None, *, beta=0.0):
+    from jax_sm100._gemm import ref_fp8_gemm
+    assert a.dtype == b.dtype == jnp.float8_e4m3fn and out_dtype == jnp.bfloat16
+    assert a.ndim == b.ndim == 2 and _row_aligned(a) and _row_aligned(b)
+    m, k = a.shape
+    n = b.shape[0]
+    assert a_scale.shape == (m, -(-k // 128)) and b_scale.shape == (-(-n // 128), -(-k // 128))
+    assert out_shape == (m, n) and (n * 2) % 16 == 0
+    return ref_fp8_gemm(a, a_scale, b, b_scale, c, float(beta), out_dtype)
+
+  def call(*ops, **attrs):
+    if target == "jax_sm100_gemm":
+      return gemm(*ops, **attrs)
+    if target == "jax_sm100_gemm_residual":
+      return gemm(*ops, trans_a=attrs["trans_a"], trans_b=attrs["trans_b"],
+                  alpha=float(attrs["alpha"]), beta=float(attrs["beta"]))
+    if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual"):
+      return fp8(*ops, **attrs)
+    raise AssertionError(f"unexpected FFI target {target}")
+
+  return call
+
+
+@pytest.fixture
+def emulated_kernels(fake_sm90, monkeypatch):
+  """fake_sm90 plus an ffi_call that runs a contract-checking emulation."""
+  calls = []
+
+  def ffi_call(target, result, **kw):
+    fn = _emulated_ffi_call(target, result, **kw)
+
+    def traced(*ops, **attrs):
+      calls.append((target, tuple(o.shape for o in ops), dict(attrs)))
+      return fn(*ops, **attrs)
+    return traced
+
+  monkeypatch.setattr(jax.ffi, "ffi_call", ffi_call)
+  jax.clear_caches()
+  yield calls
+  jax.clear_caches()
+
+
+# ---------------------------------------------------------------------------
+# float64 references and tolerances
+# ---------------------------------------------------------------------------
+
+# Unit roundoff of each output format: rounding the exact result to it is off
+# by at most this fraction of the value.
+UNIT_ROUNDOFF = {
+    np.dtype(jnp.bfloat16): 2.0**-8,
+    np.dtype(jnp.float16): 2.0**-11,
+    np.dtype(jnp.float32): 2.0**-24,
+}
+
+
+def f64(x) -> np.ndarray:
+  return np.asarray(jnp.asarray(x).astype(jnp.float32), dtype=np.float64)
+
+
+def random_array(rng, shape, dtype, scale=1.0):
+  """Normal(0, scale) data already rounded to `dtype` (so f64(x) is exact)."""
+  return jnp.asarray((rng.standard_normal(shape) * scale).astype(np.float32)).astype(dtype)
+
+
+def assert_matmul_close(got, ref, abs_prod, k, out_dtype, extra=0.0, what=""):
+  """|got - ref| <= u_out |ref| + 2 K 2^-24 (|a| @ |b|) + extra, elementwise.
+
+  The first term is the final rounding to out_dtype; the second the worst-case
+  (Higham gamma_K) error of a K-term fp32 accumulation of exact products
+  (bf16/fp16 products are exact in fp32), with a factor 2 margin; `extra` is
+  any additional rounding the test's path introduces (documented there).
+  """
+  got = f64(got)
+  assert got.shape == ref.shape, (got.shape, ref.shape)
+  assert np.dtype(out_dtype) in UNIT_ROUNDOFF
+  tol = UNIT_ROUNDOFF[np.dtype(out_dtype)] * np.abs(ref) + 2 * max(k, 1) * 2.0**-24 * abs_prod \
+      + extra + 1e-30
+  err = np.abs(got - ref)
+  bad = err > tol
+  assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} elements out of tolerance; "
+                         f"worst err {err.max():.3g}, tol there {tol.flat[np.argmax(err - tol)]:.3g}")
+
+
+def calc_diff(x, y) -> float:
+  """DeepGEMM's similarity measure: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  denom = (x * x + y * y).sum()
+  return float(1 - 2 * (x * y).sum() / denom) if denom else 0.0
+
+
+def np_dequantize(q, scale, block) -> np.ndarray:
+  """float64 q * scale with each scale entry covering a (block[0], block[1]) tile."""
+  q64 = np.asarray(q).astype(np.float64)
+  s = np.asarray(scale, np.float64)
+  s = np.repeat(np.repeat(s, block[0], axis=0), block[1], axis=1)[:q64.shape[0], :q64.shape[1]]
+  return q64 * s
+
+
+def np_quantize_f32(x, block, dtype=ml_dtypes.float8_e4m3fn):
+  """NumPy float32 emulation of the documented quantization recipe."""
+  x = np.asarray(jnp.asarray(x).astype(jnp.float32))
+  r, c = x.shape
+  br, bc = block
+  nr, nc = -(-r // br), -(-c // bc)
+  fmax = np.float32(ml_dtypes.finfo(dtype).max)
+  xp = np.zeros((nr * br, nc * bc), np.float32)
+  xp[:r, :c] = x
+  xb = xp.reshape(nr, br, nc, bc)
+  scale = (np.abs(xb).max(axis=(1, 3)) * np.float32(1 / fmax)).astype(np.float32)
+  scale = np.where(scale == 0, np.float32(1), scale).astype(np.float32)
+  inv = (np.float32(1) / scale).astype(np.float32)
+  q = np.clip(xb * inv[:, None, :, None], -fmax, fmax).astype(dtype)
+  return q.reshape(nr * br, nc * bc)[:r, :c], scale

@@ -1,0 +1,210 @@
+"""FP8 blockwise quantization, fp8_blockwise_matmul and fp8_dot (forward and
+DeepSeek-V3 backward) against float64 NumPy."""
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import jax_sm100
+from conftest import (assert_matmul_close, calc_diff, f64, np_dequantize,
+                      np_quantize_f32, random_array)
+
+E4M3 = jnp.float8_e4m3fn
+E4M3_MAX = 448.0
+
+
+def _spread(rng, shape, dtype):
+  """Normal data with per-row magnitudes over 6 decades, so blocks differ."""
+  x = rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, size=(shape[0], 1))
+  return jnp.asarray(x.astype(np.float32)).astype(dtype)
+
+
+# --------------------------------------------------------------------------
+# quantize_fp8_blockwise
+# --------------------------------------------------------------------------
+
+QSHAPES = [(1, 1), (3, 5), (257, 129), (128, 256), (130, 300)]
+BLOCKS = [(1, 128), (128, 128), (4, 3)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
+@pytest.mark.parametrize("shape", QSHAPES)
+@pytest.mark.parametrize("block", BLOCKS)
+def test_quantize_properties(rng, dtype, shape, block):
+  x = _spread(rng, shape, dtype)
+  if dtype == jnp.float16:  # keep inside fp16's range
+    x = jnp.clip(x, -6e4, 6e4)
+  q, s = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))(x)
+  nr, nc = -(-shape[0] // block[0]), -(-shape[1] // block[1])
+  assert q.dtype == E4M3 and q.shape == shape
+  assert s.dtype == jnp.float32 and s.shape == (nr, nc)
+  q64, s64, x64 = f64(q), np.asarray(s, np.float64), f64(x)
+  assert np.isfinite(q64).all() and np.isfinite(s64).all() and (s64 > 0).all()
+  # Each block's amax maps exactly to the format max (x is nowhere zero here).
+  qb = np.zeros((nr * block[0], nc * block[1]))
+  qb[:shape[0], :shape[1]] = np.abs(q64)
+  np.testing.assert_array_equal(qb.reshape(nr, block[0], nc, block[1]).max(axis=(1, 3)),
+                                E4M3_MAX)
+  # Round trip: e4m3 keeps 3 mantissa bits (relative error <= 2^-4); below its
+  # smallest normal (2^-6 * scale) the absolute error is <= half the subnormal
+  # spacing, 2^-10 * scale.
+  s_full = np.repeat(np.repeat(s64, block[0], 0), block[1], 1)[:shape[0], :shape[1]]
+  err = np.abs(q64 * s_full - x64)
+  assert (err <= 2.0**-4 * np.abs(x64) + 2.0**-10 * s_full).all()
+  # Bit-exact against a NumPy float32 emulation of the documented recipe.
+  q_np, s_np = np_quantize_f32(x, block)
+  np.testing.assert_array_equal(np.asarray(s), s_np)
+  np.testing.assert_array_equal(np.asarray(q).view(np.uint8), q_np.view(np.uint8))
+
+
+def test_quantize_zero_blocks_give_zeros_not_nan(rng):
+  x = np.asarray(rng.standard_normal((4, 384)), np.float32)
+  x[:, 128:256] = 0.0       # a whole 1x128 block of zeros in every row
+  x[2, :] = 0.0             # a whole row of zeros
+  q, s = jax_sm100.quantize_fp8_blockwise(jnp.asarray(x))
+  q64, s64 = f64(q), np.asarray(s)
+  assert np.isfinite(q64).all() and np.isfinite(s64).all()
+  np.testing.assert_array_equal(q64[:, 128:256], 0.0)
+  np.testing.assert_array_equal(q64[2], 0.0)
+  np.testing.assert_array_equal(s64[:, 1], 1.0)   # documented choice: scale 1
+  np.testing.assert_array_equal(s64[2], 1.0)
+  q, s = jax_sm100.quantize_fp8_blockwise(jnp.zeros((130, 130)), block=(128, 128))
+  assert (f64(q) == 0).all() and (np.asarray(s) == 1).all()
+
+
+def test_quantize_saturates_and_handles_extremes():
+  # Values at the ends of float32's range: scales stay finite and q saturates
+  # at +-448 instead of overflowing e4m3 (which has no Inf: overflow is NaN).
+  x = np.array([[3.0e38, -3.0e38, 1.0, 0.0], [1e-44, -1e-44, 0.0, 0.0]], np.float32)
+  q, s = jax_sm100.quantize_fp8_blockwise(jnp.asarray(x), block=(1, 128))
+  q64 = f64(q)
+  assert np.isfinite(q64).all() and np.isfinite(np.asarray(s)).all()
+  np.testing.assert_array_equal(q64[0, :2], [448.0, -448.0])
+  # amax/448 underflows float32 for 1e-44: scale 1, q = x rounds to fp8 zero.
+  assert np.asarray(s)[1, 0] == 1.0 and (q64[1] == 0).all()
+  # e5m2 saturates at its own max.
+  q, _ = jax_sm100.quantize_fp8_blockwise(jnp.asarray(x[:1]), dtype=jnp.float8_e5m2)
+  np.testing.assert_array_equal(f64(q)[0, :2], [57344.0, -57344.0])
+
+
+# --------------------------------------------------------------------------
+# fp8_blockwise_matmul
+# --------------------------------------------------------------------------
+
+MNK = [(1, 1, 1), (3, 5, 7), (257, 129, 65), (64, 256, 384), (130, 200, 300)]
+
+
+def _random_fp8_operands(rng, m, n, k):
+  a, a_s = jax_sm100.quantize_fp8_blockwise(_spread(rng, (m, k), jnp.float32), block=(1, 128))
+  b, b_s = jax_sm100.quantize_fp8_blockwise(_spread(rng, (n, k), jnp.float32),
+                                            block=(128, 128))
+  return a, a_s, b, b_s
+
+
+@pytest.mark.parametrize("m,n,k", MNK)
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+@pytest.mark.parametrize("with_c", [False, True])
+def test_fp8_blockwise_matmul_matches_float64(rng, m, n, k, out_dtype, with_c):
+  a, a_s, b, b_s = _random_fp8_operands(rng, m, n, k)
+  a64 = np_dequantize(a, a_s, (1, 128))
+  b64 = np_dequantize(b, b_s, (128, 128))
+  ref = a64 @ b64.T
+  absprod = np.abs(a64) @ np.abs(b64).T
+  kw, extra = {}, 0.0
+  if with_c:
+    c = random_array(rng, (m, n), out_dtype, scale=float(np.abs(ref).mean()) + 1.0)
+    beta = -0.7
+    ref = ref + beta * f64(c)
+    kw = dict(c=c, beta=beta)
+    extra = 4 * 2.0**-24 * (absprod + np.abs(beta * f64(c)))
+  got = jax.jit(lambda *o: jax_sm100.fp8_blockwise_matmul(*o, out_dtype=out_dtype, **kw))(
+      a, a_s, b, b_s)
+  assert got.dtype == out_dtype and got.shape == (m, n)
+  # The reference dequantizes to fp32 first (one fp32 rounding per element,
+  # 2^-24 relative), then accumulates in fp32.
+  assert_matmul_close(got, ref, absprod, k, out_dtype, extra=extra + 2 * 2.0**-24 * absprod)
+  assert calc_diff(f64(got), ref) < 1e-3
+
+
+def test_fp8_blockwise_matmul_beta_zero_does_not_read_c(rng):
+  a, a_s, b, b_s = _random_fp8_operands(rng, 8, 16, 128)
+  c = jnp.full((8, 16), jnp.nan, jnp.bfloat16)
+  got = jax_sm100.fp8_blockwise_matmul(a, a_s, b, b_s, c=c, beta=0.0)
+  assert np.isfinite(f64(got)).all()
+
+
+# --------------------------------------------------------------------------
+# fp8_dot
+# --------------------------------------------------------------------------
+
+def _q64(x, block):
+  q, s = jax_sm100.quantize_fp8_blockwise(x, block=block)
+  return np_dequantize(q, s, block)
+
+
+@pytest.mark.parametrize("m,n,k", MNK)
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_fp8_dot_forward_and_grads(rng, m, n, k, dtype):
+  x = random_array(rng, (m, k), dtype)
+  w = random_array(rng, (k, n), dtype, scale=0.1)
+  y, vjp = jax.vjp(lambda x, w: jax_sm100.fp8_dot(x, w), x, w)
+  g = random_array(rng, (m, n), dtype)
+  dx, dw = jax.jit(vjp)(g)
+  assert y.dtype == dtype and dx.dtype == dtype and dw.dtype == dtype
+
+  # Forward: Q(x) in 1x128 blocks along K, Q(w) in 128x128 blocks.
+  xq, wq = _q64(x, (1, 128)), _q64(w, (128, 128))
+  ref = xq @ wq
+  slack = 4 * 2.0**-24 * (np.abs(xq) @ np.abs(wq))  # fp32 dequantization
+  assert_matmul_close(y, ref, np.abs(xq) @ np.abs(wq), k, dtype, extra=slack, what="y")
+  assert calc_diff(f64(y), ref) < 1e-3
+  # and close to the unquantized product (e4m3 is ~2^-4 relative per element)
+  assert calc_diff(f64(y), f64(x) @ f64(w)) < 2e-2
+
+  # dx = Q(g, 1x128 along N) @ Q(w, 128x128)^T
+  gq = _q64(g, (1, 128))
+  dx_ref = gq @ wq.T
+  dx_abs = np.abs(gq) @ np.abs(wq).T
+  assert_matmul_close(dx, dx_ref, dx_abs, n, dtype, extra=4 * 2.0**-24 * dx_abs, what="dx")
+  # dw = Q(x^T, 1x128 along M) @ Q(g^T, 128x128 along M)^T
+  xtq = _q64(jnp.asarray(x).T, (1, 128))
+  gtq = _q64(jnp.asarray(g).T, (128, 128))
+  dw_ref = xtq @ gtq.T
+  dw_abs = np.abs(xtq) @ np.abs(gtq).T
+  assert_matmul_close(dw, dw_ref, dw_abs, m, dtype, extra=4 * 2.0**-24 * dw_abs, what="dw")
+
+
+def test_fp8_dot_batched_input_and_vmap(rng):
+  x = random_array(rng, (2, 3, 40, 256), jnp.bfloat16)
+  w = random_array(rng, (256, 72), jnp.bfloat16, scale=0.1)
+  y = jax_sm100.fp8_dot(x, w)
+  assert y.shape == (2, 3, 40, 72)
+  flat = jax_sm100.fp8_dot(x.reshape(-1, 256), w).reshape(y.shape)
+  np.testing.assert_array_equal(f64(y), f64(flat))  # 1x128 blocks are per row
+  yv = jax.vmap(jax.vmap(jax_sm100.fp8_dot, (0, None)), (0, None))(x, w)
+  xq, wq = _q64(x.reshape(-1, 256), (1, 128)), _q64(w, (128, 128))
+  ref = (xq @ wq).reshape(y.shape)
+  absprod = (np.abs(xq) @ np.abs(wq)).reshape(y.shape)
+  assert_matmul_close(yv, ref, absprod, 256, jnp.bfloat16, extra=4 * 2.0**-24 * absprod)
+  # vmap over w too (per-example weights)
+  ws = random_array(rng, (2, 256, 72), jnp.bfloat16, scale=0.1)
+  yw = jax.vmap(jax_sm100.fp8_dot)(x[:, 0], ws)
+  for i in range(2):
+    xi, wi = _q64(x[i, 0], (1, 128)), _q64(ws[i], (128, 128))
+    ai = np.abs(xi) @ np.abs(wi)
+    assert_matmul_close(yw[i], xi @ wi, ai, 256, jnp.bfloat16, extra=4 * 2.0**-24 * ai)
+
+
+def test_fp8_dot_grad_under_jit_trains(rng):
+  # A few SGD steps through fp8_dot must reduce a least-squares loss.
+  x = random_array(rng, (64, 128), jnp.float32)
+  w_true = random_array(rng, (128, 16), jnp.float32, scale=0.1)
+  y = f64(x) @ f64(w_true)
+  loss = lambda w: jnp.mean((jax_sm100.fp8_dot(x, w) - y) ** 2)
+  step = jax.jit(lambda w: w - 0.5 * jax.grad(loss)(w))
+  w = jnp.zeros((128, 16), jnp.float32)
+  l0 = float(loss(w))
+  for _ in range(20):
+    w = step(w)
+  assert float(loss(w)) < 0.2 * l0
