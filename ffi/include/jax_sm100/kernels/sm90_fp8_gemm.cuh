@@ -1,0 +1,433 @@
+// sm_90a DeepSeek-style blockwise-scaled FP8 GEMM (DeepGEMM's Hopper design, on our
+// pipeline library):
+//
+//   D (M, N) bf16 = sum_kb  diag(a_scale[:, kb]) (A[:, kb] @ B[:, kb]^T) b_scale[nb(n), kb]
+//                   (+ beta * C)
+//
+//   A (M, K) e4m3 row-major (K-major), a_scale in 1x128 blocks along K: either transposed
+//     (ceil(K/128), Mp) f32, Mp = round_up(M, 4), so one TMA box brings BLOCK_M scales
+//     (ScaleALoad::kTma), or as (M, ceil(K/128)) copied by cp.async (ScaleALoad::kAsync);
+//   B (N, K) e4m3 row-major (K-major), b_scale (ceil(N/128), ceil(K/128)) f32 per 128x128;
+//   C, D (M, N) bf16 row-major.
+//
+// Structure (one CTA per SM, persistent, 3 warpgroups):
+//   WG 0, 1  math: each owns 64 rows of the 128-row tile. Per 128-wide K block (= one
+//            scale block) 4 x wgmma m64nNk32 e4m3 into a fresh fp32 accumulator, then
+//            promote: final += acc * a_scale[row] * b_scale[col block]. The tensor cores
+//            keep only ~14 bits of the FP8 sum, so this per-block fp32 promotion is
+//            required, not an optimisation. Epilogue: bf16 into 128B-swizzled smem, TMA
+//            store (each WG its own 64 rows, so the two WGs never wait on each other).
+//   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
+//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes with
+//            kTma; with kAsync the scales' cp.async arrivals join the same full barrier);
+//            warp 1 (residual only): epilogue-load warp streaming C through one
+//            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
+//   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
+// B's scales are read once per tile into shared memory by the math WG (its 1 or 2 scale
+// rows: an N tile that straddles two 128-column scale blocks uses the right one per
+// 8-column group).
+//
+// Partial tiles: TMA zero-fills out-of-bounds A/B/scale reads (K tail contributes 0)
+// and clips the D store; a math WG whose 64 rows are all past M skips its MMAs.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include <utility>
+
+#include "jax_sm100/pipeline/epi_load_pipeline.h"
+#include "jax_sm100/pipeline/tile_pipeline.h"
+#include "jax_sm100/ptx/elect.cuh"
+#include "jax_sm100/ptx/fence.cuh"
+#include "jax_sm100/ptx/mbarrier.cuh"
+#include "jax_sm100/ptx/tma.cuh"
+#include "jax_sm100/ptx/wgmma.cuh"
+#include "jax_sm100/ptx/wgmma_fp8.cuh"
+
+namespace jax_sm100::kernels::sm90_fp8 {
+
+/// Largest number of 128-wide K blocks (K <= 65536): bounds the B-scale smem.
+constexpr int kMaxKBlocks = 512;
+/// Largest dynamic shared memory of one CTA on sm_90 (227 KB).
+constexpr uint32_t kSmemLimit = 232448;
+
+/// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
+/// How A's 1x128 scales reach the stage:
+///   kTma:   from the transposed layout (ceil(K/128), round_up(M, 4)): one TMA box of
+///           BLOCK_M floats, counted in the stage's single expect_bytes transaction;
+///   kAsync: from the op's documented layout (M, ceil(K/128)) (rows strided, so no TMA
+///           box fits): the producer warp's 32 lanes issue 4-byte cp.async copies and
+///           signal the same full barrier with cp.async.mbarrier.arrive.noinc (33 arrivals:
+///           the TMA thread's expect_tx + 32 lanes).
+enum class ScaleALoad { kTma, kAsync };
+
+template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma>
+struct Fp8GemmConfig {
+  static constexpr int BLOCK_M = 128;
+  static constexpr int BLOCK_N = BLOCK_N_;
+  static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
+  static constexpr int kScaleBlock = 128;
+  static constexpr bool kResidual = RESIDUAL_;
+  static constexpr bool kScaleATma = SCALE_A_ == ScaleALoad::kTma;
+  static constexpr int kMathWGs = 2;
+  static constexpr int WG_M = BLOCK_M / kMathWGs;  // 64 rows = one wgmma M
+  static constexpr int kMathThreads = 128 * kMathWGs;
+  static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kMathRegs = 232;
+  static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread
+  // Every 128-column scale block starts on an 8-column group of every tile, so the
+  // per-column choice of b scale is per group of 8 (the wgmma accumulator's grain).
+  static constexpr bool kUniformScaleB = (kScaleBlock % BLOCK_N) == 0;
+  static constexpr int kScaleBRows = kUniformScaleB ? 1 : 2;
+  static constexpr int kEpiChunk = 64;  // bf16 columns per 128-byte swizzle span
+
+  static_assert(BLOCK_N % kEpiChunk == 0 && BLOCK_N <= 192,
+                "BLOCK_N in {64, 128, 192}: 64-column epilogue chunks, <= 2 scale blocks per "
+                "tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
+  static_assert(BLOCK_K == kScaleBlock, "one K stage must be exactly one scale block");
+
+  using Payload = pipeline::BlockwiseFP8TilePayload<uint8_t, uint8_t, float, BLOCK_M * BLOCK_K,
+                                                    BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
+  static constexpr uint32_t kStageBytes =
+      Payload::a_bytes + Payload::b_bytes + Payload::sfa_stride * sizeof(float);
+  static constexpr uint32_t kDBytes = kMathWGs * WG_M * BLOCK_N * 2;  // bf16 staging of D
+  static constexpr uint32_t kCBytes = kResidual ? kDBytes : 0;        // one C stage per WG
+  static constexpr uint32_t kSfbBytes = kMathWGs * kScaleBRows * kMaxKBlocks * sizeof(float);
+  static constexpr uint32_t kReserve = 1024 /*align*/ + 1024 /*barriers*/;
+  static constexpr int STAGES = static_cast<int>(
+      (kSmemLimit - kReserve - kDBytes - kCBytes - kSfbBytes) / kStageBytes > 8
+          ? 8
+          : (kSmemLimit - kReserve - kDBytes - kCBytes - kSfbBytes) / kStageBytes);
+  static_assert(STAGES >= 3, "too few pipeline stages fit in shared memory");
+
+  using Tiles = pipeline::BlockwiseFP8TilePayload<uint8_t, uint8_t, float, BLOCK_M * BLOCK_K,
+                                                  BLOCK_N * BLOCK_K, BLOCK_M, STAGES>;
+  using InputPipe = pipeline::InputTilePipeline<Tiles, STAGES>;
+  using EpiPipe = pipeline::EpiLoadPipeline<1>;
+  using Mma = ptx::WgmmaFp8E4M3<BLOCK_N>;
+
+  /// Fixed part of shared memory (the B-scale rows follow it, sized by K at launch).
+  struct alignas(1024) Smem {
+    Tiles tiles;                                              // (STAGES, ...) A, B, A-scales
+    alignas(1024) __nv_bfloat16 d[kMathWGs][WG_M * BLOCK_N];  // (WG, BLOCK_N/64, 64, 64) swz128
+    alignas(1024) __nv_bfloat16 c[kResidual ? kMathWGs : 1][kResidual ? WG_M * BLOCK_N : 8];
+    pipeline::DeviceBarrier input_bars[2 * STAGES];
+    pipeline::DeviceBarrier epi_bars[kMathWGs][2];
+  };
+
+  /// Dynamic shared memory for `num_kb` K blocks (1024 extra to align the base).
+  static constexpr uint32_t smem_bytes(int num_kb) {
+    return 1024 + sizeof(Smem) + kMathWGs * kScaleBRows * num_kb * sizeof(float);
+  }
+  static_assert(1024 + sizeof(Smem) + kSfbBytes <= kSmemLimit, "shared memory budget");
+};
+
+/// Run-time shape of one launch.
+struct Fp8GemmParams {
+  int m, n, k;
+  int num_kb;               // ceil(K / 128)
+  int num_nb;               // ceil(N / 128): rows of b_scale
+  int num_m_tiles, num_n_tiles;
+  const float* b_scale;     // (num_nb, num_kb) row-major
+  const float* a_scale;     // (M, num_kb) row-major; ScaleALoad::kAsync only
+  float beta;               // residual only
+};
+
+/// Persistent tile order with L2-friendly grouping: consecutive tiles walk kGroupM M
+/// tiles down one N column before moving right, so a wave of CTAs shares A rows and B
+/// columns. (A stand-in with the same contract as the bf16 kernel's scheduler.)
+struct GroupedTileOrder {
+  static constexpr int kGroupM = 8;
+  int num_m, num_n;
+  __device__ __forceinline__ void tile(int t, int& mt, int& nt) const {
+    const int per_group = kGroupM * num_n;
+    const int group = t / per_group;
+    const int first_m = group * kGroupM;
+    const int rows = min(kGroupM, num_m - first_m);
+    const int in_group = t - group * per_group;
+    mt = first_m + in_group % rows;
+    nt = in_group / rows;
+  }
+  __device__ __forceinline__ int count() const { return num_m * num_n; }
+};
+
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// 4-byte cp.async global -> shared; src_bytes 0 writes zero (rows past M).
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, uint32_t src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(ptx::smem_addr(smem_dst)),
+               "l"(gmem_src), "r"(src_bytes)
+               : "memory");
+}
+
+/// Arrive on `bar` once this thread's earlier cp.async copies have landed (the barrier's
+/// expected count includes this arrival: .noinc).
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(ptx::smem_addr(bar))
+               : "memory");
+}
+
+/// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales. One lane
+/// issues the TMA loads; with ScaleALoad::kAsync all 32 lanes copy A's scales.
+template <class Cfg>
+__device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
+                                              const CUtensorMap* map_b, const CUtensorMap* map_sfa,
+                                              const Fp8GemmParams& p, GroupedTileOrder order) {
+  auto producer = pipe.producer();
+  const uint32_t lane = ptx::lane_id();
+  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+    int mt, nt;
+    order.tile(t, mt, nt);
+    for (int kb = 0; kb < p.num_kb; ++kb) {
+      auto stage = producer.acquire_stage();  // waits until both math WGs freed it
+      uint64_t* bar = stage.mbar()->ptr();
+      if constexpr (Cfg::kScaleATma) {
+        if (lane == 0) {
+          stage.expect_bytes();  // one transaction: A + B + A-scales
+          ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
+          ptx::tma_load_2d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+          ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
+        }
+      } else {
+        if (lane == 0) {
+          stage.mbar()->arrive_expect_tx(Cfg::Tiles::a_bytes + Cfg::Tiles::b_bytes);
+          ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
+          ptx::tma_load_2d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+        }
+        float* sfa = stage.sfa_tile();
+#pragma unroll
+        for (int i = 0; i < Cfg::BLOCK_M / 32; ++i) {
+          const int row = static_cast<int>(lane) + 32 * i;
+          const int gm = mt * Cfg::BLOCK_M + row;
+          const bool in = gm < p.m;
+          cp_async_4(sfa + row, p.a_scale + int64_t(in ? gm : 0) * p.num_kb + kb, in ? 4u : 0u);
+        }
+        cp_async_mbarrier_arrive_noinc(bar);
+      }
+      std::move(stage).release();
+    }
+  }
+}
+
+/// Epilogue-load warp (WG 2, warp 1, one lane; residual only): C's 64-row half of each
+/// tile for each math WG, one transaction per stage.
+template <class Cfg>
+__device__ __forceinline__ void epi_load_loop(typename Cfg::Smem* smem, const CUtensorMap* map_c,
+                                              GroupedTileOrder order) {
+  static_assert(Cfg::kMathWGs == 2, "one C pipeline per math WG");
+  typename Cfg::EpiPipe epi[2] = {typename Cfg::EpiPipe(smem->epi_bars[0], "fp8_c"),
+                                  typename Cfg::EpiPipe(smem->epi_bars[1], "fp8_c")};
+  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+    int mt, nt;
+    order.tile(t, mt, nt);
+#pragma unroll
+    for (int wg = 0; wg < Cfg::kMathWGs; ++wg) {
+      auto stage = epi[wg].acquire_producer();  // the WG finished reading the last C
+      stage.mbar()->arrive_expect_tx(Cfg::WG_M * Cfg::BLOCK_N * 2);
+#pragma unroll
+      for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
+        ptx::tma_load_2d(smem->c[wg] + ch * Cfg::WG_M * Cfg::kEpiChunk, map_c, stage.mbar()->ptr(),
+                         nt * Cfg::BLOCK_N + ch * Cfg::kEpiChunk, mt * Cfg::BLOCK_M + wg * Cfg::WG_M);
+      std::move(stage).release();
+    }
+  }
+}
+
+/// Element offset of (row, col) in a WG's D/C staging: 64-column chunks of 64 rows x
+/// 128 bytes with the 128-byte swizzle (16-byte unit index XOR row % 8), which is what
+/// TMA's SWIZZLE_128B reads and writes, and bank-conflict free for the accumulator
+/// layout (8 rows x 4 threads per store).
+template <class Cfg>
+__device__ __forceinline__ int staging_offset(int row, int col) {
+  const int chunk = col / Cfg::kEpiChunk, c = col % Cfg::kEpiChunk;
+  return chunk * (Cfg::WG_M * Cfg::kEpiChunk) + row * Cfg::kEpiChunk +
+         (((c / 8) ^ (row % 8)) * 8) + (c % 8);
+}
+
+/// One math warpgroup: main loop with per-K-block promotion, then the epilogue.
+template <class Cfg>
+__device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
+                                          float* sfb_all,
+                                          const CUtensorMap* map_d, const Fp8GemmParams& p,
+                                          GroupedTileOrder order) {
+  const int wg = threadIdx.x / 128;
+  const int t128 = threadIdx.x % 128;
+  const int lane = t128 % 32;
+  const int r0 = (t128 / 32) * 16 + lane / 4;  // accumulator rows r0 and r0 + 8 (in the WG's 64)
+  float* sfb = sfb_all + wg * Cfg::kScaleBRows * p.num_kb;
+  __nv_bfloat16* d_wg = smem->d[wg];
+  auto consumer = pipe.consumer();
+  // This WG's C pipeline (built from its own barriers: a run-time index into an array of
+  // pipelines would put the array in local memory).
+  typename Cfg::EpiPipe epi(smem->epi_bars[wg], "fp8_c");
+
+  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+    int mt, nt;
+    order.tile(t, mt, nt);
+    const int n0 = nt * Cfg::BLOCK_N;
+    const int nb0 = n0 / Cfg::kScaleBlock;
+    const int nb1 = min(nb0 + 1, p.num_nb - 1);
+    // 8-column groups [0, former) use scale block nb0, the rest nb1.
+    const int former = Cfg::kUniformScaleB
+                           ? Cfg::BLOCK_N / 8
+                           : min(Cfg::BLOCK_N, Cfg::kScaleBlock - n0 % Cfg::kScaleBlock) / 8;
+
+    // B scales of this tile -> smem (this WG's copy). Safe to overwrite: every thread of
+    // the WG passed the previous tile's epilogue barrier, after its last read.
+    for (int i = t128; i < Cfg::kScaleBRows * p.num_kb; i += 128) {
+      const int row = i / p.num_kb, kb = i - row * p.num_kb;
+      sfb[i] = __ldg(p.b_scale + (row == 0 ? nb0 : nb1) * p.num_kb + kb);
+    }
+    named_barrier_sync(1 + wg, 128);
+
+    const bool live = mt * Cfg::BLOCK_M + wg * Cfg::WG_M < p.m;  // any of our rows < M?
+    float final_acc[Cfg::kAcc];
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc; ++i) final_acc[i] = 0.0f;
+
+    for (int kb = 0; kb < p.num_kb; ++kb) {
+      auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
+      if (live) {
+        const float* sfa = stage.sfa_tile() + wg * Cfg::WG_M;
+        const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
+        const float sb0 = sfb[kb];
+        const float sb1 = Cfg::kUniformScaleB ? sb0 : sfb[p.num_kb + kb];
+        const uint64_t desc_a = ptx::make_smem_desc(
+            ptx::smem_addr(stage.a_tile() + wg * Cfg::WG_M * Cfg::BLOCK_K), 0, 1024,
+            ptx::WgmmaSwizzle::k128B);
+        const uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(stage.b_tile()), 0, 1024,
+                                                    ptx::WgmmaSwizzle::k128B);
+        float acc[Cfg::kAcc];
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)  // k32 slices: +32 bytes = +2 in the desc
+          Cfg::Mma::mma(acc, desc_a + 2 * k, desc_b + 2 * k, k > 0 ? 1 : 0);
+        ptx::wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+        ptx::wgmma_wait<0>();
+        // Smem of this stage is no longer read (scales are in registers): free it.
+        if (lane == 0) stage.arrive();
+        std::move(stage).release_without_signal();
+
+        const float s00 = sa0 * sb0, s10 = sa1 * sb0;
+        const float s01 = sa0 * sb1, s11 = sa1 * sb1;
+#pragma unroll
+        for (int g = 0; g < Cfg::kAcc / 4; ++g) {  // g: 8-column group
+          const bool first = Cfg::kUniformScaleB || g < former;
+          final_acc[4 * g + 0] += (first ? s00 : s01) * acc[4 * g + 0];
+          final_acc[4 * g + 1] += (first ? s00 : s01) * acc[4 * g + 1];
+          final_acc[4 * g + 2] += (first ? s10 : s11) * acc[4 * g + 2];
+          final_acc[4 * g + 3] += (first ? s10 : s11) * acc[4 * g + 3];
+        }
+      } else {
+        if (lane == 0) stage.arrive();
+        std::move(stage).release_without_signal();
+      }
+    }
+
+    // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
+    if (t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
+    named_barrier_sync(1 + wg, 128);
+    const int quad = lane % 4;
+    if constexpr (Cfg::kResidual) {
+      auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
+      const __nv_bfloat16* c_wg = smem->c[wg];
+      const float beta = p.beta;
+#pragma unroll
+      for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
+          const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(c_wg + off));
+          *reinterpret_cast<__nv_bfloat162*>(d_wg + off) = __floats2bfloat162_rn(
+              fmaf(beta, cv.x, final_acc[4 * g + 2 * h]), fmaf(beta, cv.y, final_acc[4 * g + 2 * h + 1]));
+        }
+      }
+      std::move(c_stage).release();  // each of the 128 threads arrives once
+    } else {
+#pragma unroll
+      for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
+          *reinterpret_cast<__nv_bfloat162*>(d_wg + off) =
+              __floats2bfloat162_rn(final_acc[4 * g + 2 * h], final_acc[4 * g + 2 * h + 1]);
+        }
+      }
+    }
+    ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
+    named_barrier_sync(1 + wg, 128);
+    if (t128 == 0 && live) {
+#pragma unroll
+      for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
+        ptx::tma_store_2d(map_d, d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, n0 + ch * Cfg::kEpiChunk,
+                          mt * Cfg::BLOCK_M + wg * Cfg::WG_M);
+      ptx::tma_store_commit_group();
+    }
+  }
+  if (t128 == 0) ptx::tma_store_wait_group<0>();
+}
+
+/// The kernel. Launch: grid = min(tiles, SMs), block = Cfg::kThreads,
+/// dynamic smem = Cfg::smem_bytes(num_kb). map_c is unused unless Cfg::kResidual.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm90_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
+                         const __grid_constant__ CUtensorMap map_b,
+                         const __grid_constant__ CUtensorMap map_sfa,
+                         const __grid_constant__ CUtensorMap map_d,
+                         const __grid_constant__ CUtensorMap map_c, const Fp8GemmParams p) {
+#if JAX_SM100_SM90A_DEVICE
+  extern __shared__ uint8_t smem_raw[];
+  // 128B-swizzled TMA/WGMMA tiles need 1024-byte alignment.
+  auto* smem = reinterpret_cast<typename Cfg::Smem*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  float* sfb_all = reinterpret_cast<float*>(smem + 1);  // (WG, kScaleBRows, num_kb)
+
+  typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");
+  const GroupedTileOrder order{p.num_m_tiles, p.num_n_tiles};
+
+  if (threadIdx.x == Cfg::kMathThreads) {
+    // full: 1 arrival (the producer's expect_bytes) + TMA bytes (+ 32 cp.async arrivals);
+    // empty: one lane per math warp.
+    pipe.init_barriers(Cfg::kScaleATma ? 1 : 33, Cfg::kMathWGs * 4);
+    if constexpr (Cfg::kResidual) {
+      for (int w = 0; w < Cfg::kMathWGs; ++w) typename Cfg::EpiPipe(smem->epi_bars[w]).init_barriers(1, 128);
+    }
+    ptx::tma_prefetch_descriptor(&map_a);
+    ptx::tma_prefetch_descriptor(&map_b);
+    if constexpr (Cfg::kScaleATma) ptx::tma_prefetch_descriptor(&map_sfa);
+    ptx::tma_prefetch_descriptor(&map_d);
+    if constexpr (Cfg::kResidual) ptx::tma_prefetch_descriptor(&map_c);
+    if constexpr (!Cfg::kScaleATma) (void)map_sfa;
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= Cfg::kMathThreads) {
+    ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
+    const uint32_t warp = ptx::warp_idx_sync() - Cfg::kMathThreads / 32;
+    const uint32_t lane = ptx::lane_id();
+    if (warp == 0) {
+      producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, order);
+    } else if (Cfg::kResidual && warp == 1 && lane == 0) {
+      epi_load_loop<Cfg>(smem, &map_c, order);
+    }
+  } else {
+    ptx::setmaxnreg_inc<Cfg::kMathRegs>();
+    math_loop<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
+  }
+#else
+  (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)map_c; (void)p;
+  __trap();  // built for another arch: the handler never launches this there
+#endif
+}
+
+}  // namespace jax_sm100::kernels::sm90_fp8

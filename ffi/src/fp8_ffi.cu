@@ -1,0 +1,298 @@
+// XLA FFI handlers for the sm_90a blockwise-scaled FP8 GEMM:
+//
+//   "jax_sm100_fp8_gemm":          a (M, K) f8e4m3fn, a_scale (M, ceil(K/128)) f32,
+//                                  b (N, K) f8e4m3fn, b_scale (ceil(N/128), ceil(K/128)) f32
+//                                  -> d (M, N) bf16
+//   "jax_sm100_fp8_gemm_residual": the same + c (M, N) bf16, attribute beta (f32):
+//                                  d = ... + beta * c  (beta == 0: c is not read)
+//   "jax_sm100_fp8_gemm_sfa_t", "jax_sm100_fp8_gemm_residual_sfa_t": the same, but a's
+//                                  scales TRANSPOSED: a_scale_t (ceil(K/128), round_up(M, 4))
+//                                  (K-block major, rows 16-byte aligned), so one TMA box
+//                                  brings a stage's BLOCK_M scales in the stage's single
+//                                  transaction (jax_sm100_quantize_fp8 with
+//                                  scale_transposed=1 writes this layout directly).
+// The documented (M, ceil(K/128)) layout has rows strided by ceil(K/128) floats, which no
+// TMA box fits in general; its targets copy A's scales with cp.async instead.
+// Requirements (TMA: 16-byte aligned row strides): K % 16 == 0, N % 8 == 0; K <= 65536.
+// Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
+// allocation, no synchronisation.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "handlers.h"
+#include "jax_sm100/kernels/sm90_fp8_gemm.cuh"
+#include "sm90_tma_host.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+namespace fp8 = jax_sm100::kernels::sm90_fp8;
+
+/// 2D row-major tensor map: dims {inner, outer}, row pitch in bytes, box {box_inner,
+/// box_outer}. Out-of-bounds reads fill zeros; out-of-bounds stores are dropped.
+std::string encode_2d(CUtensorMap* map, const void* base, CUtensorMapDataType dtype,
+                      uint64_t inner, uint64_t outer, uint64_t pitch_bytes, uint32_t box_inner,
+                      uint32_t box_outer, CUtensorMapSwizzle swizzle) {
+  auto encode = jax_sm100::host::tensor_map_encoder();
+  if (encode == nullptr) return "the CUDA driver does not provide cuTensorMapEncodeTiled";
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {pitch_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  CUresult r = encode(map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+           ") for a [" + std::to_string(outer) + ", " + std::to_string(inner) + "] tensor";
+  return "";
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      v = 132;
+    }
+    return v;
+  }();
+  return n;
+}
+
+/// Tile width override for tests (JAX_SM100_FP8_BLOCK_N = 64 | 128 | 192), else a
+/// heuristic: 128, or 64 when 128-wide tiles would leave SMs idle (decode-like shapes).
+int pick_block_n(int64_t m, int64_t n) {
+  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_N")) {
+    const int v = std::atoi(env);
+    if (v == 64 || v == 128 || v == 192) return v;
+  }
+  const int64_t tiles128 = ((m + 127) / 128) * ((n + 127) / 128);
+  return tiles128 < sm_count() ? 64 : 128;
+}
+
+struct Operands {
+  const void* a;
+  const float* a_scale;  // (M, Kb) or transposed (Kb, Mp), per target
+  const void* b;
+  const float* b_scale;
+  const void* c;  // residual only
+  void* d;
+  int64_t m, n, k, mp;
+  float beta;
+};
+
+template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA>
+ffi::Error launch(cudaStream_t stream, const Operands& o) {
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA>;
+  auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
+  const int num_kb = static_cast<int>((o.k + 127) / 128);
+  const uint32_t smem = Cfg::smem_bytes(num_kb);
+  static bool attr_set = false;  // once per instantiation (benign race: idempotent)
+  if (!attr_set) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(fp8::kSmemLimit)) != cudaSuccess) {
+      return ffi::Error::Internal(std::string("fp8_gemm: cudaFuncSetAttribute failed: ") +
+                                  cudaGetErrorString(cudaGetLastError()));
+    }
+    attr_set = true;
+  }
+
+  CUtensorMap map_a, map_b, map_sfa, map_d, map_c;
+  std::string err;
+  err = encode_2d(&map_a, o.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.m, o.k, Cfg::BLOCK_K,
+                  Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (err.empty())
+    err = encode_2d(&map_b, o.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.n, o.k, Cfg::BLOCK_K,
+                    Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (err.empty() && Cfg::kScaleATma)
+    err = encode_2d(&map_sfa, o.a_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
+                    o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!Cfg::kScaleATma) map_sfa = map_a;  // unused by the kernel
+  if (err.empty())
+    err = encode_2d(&map_d, o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m, o.n * 2,
+                    Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (err.empty())
+    err = encode_2d(&map_c, RESIDUAL ? o.c : o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m,
+                    o.n * 2, Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!err.empty()) return ffi::Error::Internal("fp8_gemm: " + err);
+
+  fp8::Fp8GemmParams p;
+  p.m = static_cast<int>(o.m);
+  p.n = static_cast<int>(o.n);
+  p.k = static_cast<int>(o.k);
+  p.num_kb = num_kb;
+  p.num_nb = static_cast<int>((o.n + 127) / 128);
+  p.num_m_tiles = static_cast<int>((o.m + Cfg::BLOCK_M - 1) / Cfg::BLOCK_M);
+  p.num_n_tiles = static_cast<int>((o.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N);
+  p.b_scale = o.b_scale;
+  p.a_scale = o.a_scale;
+  p.beta = o.beta;
+  const int64_t tiles = int64_t(p.num_m_tiles) * p.num_n_tiles;
+  const int grid = static_cast<int>(tiles < sm_count() ? tiles : sm_count());
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(map_a, map_b, map_sfa, map_d, map_c, p);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return ffi::Error::Internal(std::string("fp8_gemm: kernel launch failed: ") +
+                                cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
+
+/// The kernel is sm_90a machine code only (wgmma, setmaxnreg): refuse other devices
+/// with a sentence instead of trapping.
+bool device_is_sm90() {
+  static int ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return (major == 9 && minor == 0) ? 1 : 0;
+  }();
+  return ok != 0;
+}
+
+template <bool RESIDUAL, fp8::ScaleALoad SFA>
+ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
+  if (!device_is_sm90())
+    return ffi::Error::InvalidArgument(
+        "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
+  switch (pick_block_n(o.m, o.n)) {
+    case 64: return launch<64, RESIDUAL, SFA>(stream, o);
+    case 192:  // residual: C staging leaves too little smem for 192-wide stages
+      if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA>(stream, o);
+      else return launch<192, RESIDUAL, SFA>(stream, o);
+    default: return launch<128, RESIDUAL, SFA>(stream, o);
+  }
+}
+
+std::string dims_str(ffi::AnyBuffer::Dimensions d) {
+  std::string s = "(";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + ")";
+}
+
+/// Shape/dtype validation shared by all targets; fills `o`. sfa_t: a's scales transposed.
+ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b,
+                    ffi::AnyBuffer b_scale, ffi::AnyBuffer::Dimensions dd, bool sfa_t,
+                    Operands& o) {
+  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
+    return ffi::Error::InvalidArgument("fp8_gemm: a and b must be float8_e4m3fn");
+  if (a_scale_t.element_type() != ffi::F32 || b_scale.element_type() != ffi::F32)
+    return ffi::Error::InvalidArgument("fp8_gemm: a_scale and b_scale must be float32");
+  auto ad = a.dimensions(), bd = b.dimensions();
+  if (ad.size() != 2 || bd.size() != 2 || ad[1] != bd[1])
+    return ffi::Error::InvalidArgument("fp8_gemm: a must be (M, K) and b (N, K) with the same K; got a " +
+                                       dims_str(ad) + ", b " + dims_str(bd));
+  o.m = ad[0];
+  o.k = ad[1];
+  o.n = bd[0];
+  o.mp = (o.m + 3) / 4 * 4;
+  const int64_t kb = (o.k + 127) / 128, nb = (o.n + 127) / 128;
+  auto sad = a_scale_t.dimensions(), sbd = b_scale.dimensions();
+  if (sfa_t && (sad.size() != 2 || sad[0] != kb || sad[1] != o.mp))
+    return ffi::Error::InvalidArgument(
+        "fp8_gemm (_sfa_t target): a_scale must be given transposed and padded, shape "
+        "(ceil(K/128), round_up(M, 4)) = (" + std::to_string(kb) + ", " + std::to_string(o.mp) +
+        "); got " + dims_str(sad));
+  if (!sfa_t && (sad.size() != 2 || sad[0] != o.m || sad[1] != kb))
+    return ffi::Error::InvalidArgument("fp8_gemm: a_scale must have shape (M, ceil(K/128)) = (" +
+                                       std::to_string(o.m) + ", " + std::to_string(kb) + "); got " +
+                                       dims_str(sad));
+  if (sbd.size() != 2 || sbd[0] != nb || sbd[1] != kb)
+    return ffi::Error::InvalidArgument("fp8_gemm: b_scale must have shape (ceil(N/128), ceil(K/128)) = (" +
+                                       std::to_string(nb) + ", " + std::to_string(kb) + "); got " +
+                                       dims_str(sbd));
+  if (dd.size() != 2 || dd[0] != o.m || dd[1] != o.n)
+    return ffi::Error::InvalidArgument("fp8_gemm: d must have shape (M, N)");
+  if (o.k % 16 != 0 || o.n % 8 != 0)
+    return ffi::Error::InvalidArgument(
+        "fp8_gemm: K must be a multiple of 16 and N a multiple of 8 (TMA row alignment); pad "
+        "the operands (zeros in K change nothing)");
+  if (kb > fp8::kMaxKBlocks)
+    return ffi::Error::InvalidArgument("fp8_gemm: K must be <= 65536");
+  if (o.m > INT32_MAX / 2 || o.n > INT32_MAX / 2)
+    return ffi::Error::InvalidArgument("fp8_gemm: M and N must fit in int32");
+  o.a = a.untyped_data();
+  o.a_scale = static_cast<const float*>(a_scale_t.untyped_data());
+  o.b = b.untyped_data();
+  o.b_scale = static_cast<const float*>(b_scale.untyped_data());
+  o.c = nullptr;
+  o.beta = 0.0f;
+  return ffi::Error::Success();
+}
+
+template <fp8::ScaleALoad SFA>
+ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
+                         ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
+                         ffi::Result<ffi::Buffer<ffi::BF16>> d) {
+  Operands o;
+  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(),
+                            SFA == fp8::ScaleALoad::kTma, o);
+  if (err.failure()) return err;
+  o.d = d->untyped_data();
+  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
+  if (o.k == 0) {  // empty contraction: D = 0
+    cudaError_t e = cudaMemsetAsync(o.d, 0, size_t(o.m) * o.n * 2, stream);
+    return e == cudaSuccess ? ffi::Error::Success()
+                            : ffi::Error::Internal(cudaGetErrorString(e));
+  }
+  return dispatch<false, SFA>(stream, o);
+}
+
+template <fp8::ScaleALoad SFA>
+ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
+                                  ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
+                                  ffi::Buffer<ffi::BF16> c, float beta,
+                                  ffi::Result<ffi::Buffer<ffi::BF16>> d) {
+  Operands o;
+  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(),
+                            SFA == fp8::ScaleALoad::kTma, o);
+  if (err.failure()) return err;
+  auto cd = c.dimensions();
+  if (cd.size() != 2 || cd[0] != o.m || cd[1] != o.n)
+    return ffi::Error::InvalidArgument("fp8_gemm_residual: c must have shape (M, N)");
+  o.d = d->untyped_data();
+  o.c = c.untyped_data();
+  o.beta = beta;
+  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
+  if (o.k == 0)
+    return ffi::Error::InvalidArgument("fp8_gemm_residual: K must be positive");
+  // beta == 0: C is not read at all (a NaN in C must not leak into D).
+  if (beta == 0.0f) return dispatch<false, SFA>(stream, o);
+  return dispatch<true, SFA>(stream, o);
+}
+
+}  // namespace
+
+#define JAX_SM100_FP8_BINDING                           \
+  ffi::Ffi::Bind()                                      \
+      .Ctx<ffi::PlatformStream<cudaStream_t>>()         \
+      .Arg<ffi::AnyBuffer>()                            \
+      .Arg<ffi::AnyBuffer>()                            \
+      .Arg<ffi::AnyBuffer>()                            \
+      .Arg<ffi::AnyBuffer>()
+#define JAX_SM100_FP8_RESIDUAL_BINDING                  \
+  JAX_SM100_FP8_BINDING.Arg<ffi::Buffer<ffi::BF16>>().Attr<float>("beta")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl<fp8::ScaleALoad::kAsync>,
+                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl<fp8::ScaleALoad::kAsync>,
+                              JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmSfaT, fp8_gemm_impl<fp8::ScaleALoad::kTma>,
+                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidualSfaT, fp8_gemm_residual_impl<fp8::ScaleALoad::kTma>,
+                              JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
