@@ -1,11 +1,13 @@
 // Blockwise FP8 (e4m3) quantization kernels, DeepSeek style: one fp32 scale per block.
 //
-//   scale[b] = amax(|x| over block b) / 448        (448 = largest finite e4m3)
-//   scale[b] = 1 where that is 0                   (all-zero block, or amax/448 underflow)
-//   q[i]     = e4m3_rn_satfinite(x[i] / scale[b])
+//   scale[b] = amax(|x| over block b) * f32(1/448)  (448 = largest finite e4m3)
+//   scale[b] = 1 where that is 0                    (all-zero block, or underflow)
+//   q[i]     = e4m3_rn_satfinite(x[i] * f32(1 / scale[b]))
 //
-// Semantics (must match jax_sm100._fp8._quantize bit for bit):
-//   * the amax and the division are done in fp32 on the input converted to fp32;
+// Semantics (must match jax_sm100._fp8._quantize bit for bit, which spells out the
+// multiplications XLA would rewrite its divisions into):
+//   * everything in fp32 on the input converted to fp32, each operation rounded once
+//     (__fmul_rn / __fdiv_rn: no contraction, no approximate reciprocal);
 //   * an all-zero block gets scale 1 and q = 0 (never 0/0);
 //   * a NaN anywhere in a block gives that block a NaN scale (NaN q), as jnp.max does;
 //   * |x / s| > 448 (only from fp32 rounding of amax/448) saturates to +-448 and NaN
@@ -32,6 +34,7 @@
 namespace jax_sm100::kernels::quant {
 
 constexpr float kE4M3Max = 448.0f;
+constexpr float kInvE4M3Max = 1.0f / 448.0f;  // == np.float32(1.0 / 448.0) (checked: 0x3b124925)
 constexpr int kBlock = 128;       // block edge (elements)
 constexpr int kChunk = 16;        // elements per thread per access
 constexpr int kThreadsPerRowBlock = kBlock / kChunk;  // 8 threads cover one 1x128 block
@@ -66,13 +69,15 @@ __device__ __forceinline__ void load_chunk(const T* row, int64_t c0, int64_t col
   }
 }
 
-/// Quantizes 16 values by `s` (division, as the reference does) and stores them.
+/// Quantizes 16 values by the block's scale `s` (times its once-rounded reciprocal, as
+/// the reference does) and stores them.
 __device__ __forceinline__ void store_chunk(uint8_t* row, int64_t c0, int64_t cols, bool vec,
                                             const float (&v)[kChunk], float s) {
+  const float inv = __fdiv_rn(1.0f, s);
   uint16_t pairs[kChunk / 2];
 #pragma unroll
   for (int i = 0; i < kChunk / 2; ++i) {
-    float2 f = make_float2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
+    float2 f = make_float2(__fmul_rn(v[2 * i], inv), __fmul_rn(v[2 * i + 1], inv));
     pairs[i] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
   }
   if (vec) {
@@ -95,10 +100,10 @@ __device__ __forceinline__ float nan_max(float a, float b) {
   return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
 }
 
-/// The stored scale (and divisor) of a block: amax / 448, or 1 where that is 0 (an
-/// all-zero block, or underflow). NaN stays NaN, as in the reference.
+/// The stored scale of a block: amax * f32(1/448), or 1 where that is 0 (an all-zero
+/// block, or underflow). NaN stays NaN, as in the reference.
 __device__ __forceinline__ float block_scale(float amax) {
-  const float sc = amax / kE4M3Max;
+  const float sc = __fmul_rn(amax, kInvE4M3Max);
   return sc == 0.0f ? 1.0f : sc;
 }
 
