@@ -1,0 +1,378 @@
+// Persistent, warp-specialized sm_90a GEMM with an optional fused residual epilogue:
+//   D[b] = alpha * (A[b] @ B[b]) + beta * C[b]      (fp32 math, bf16/fp16 inputs)
+//
+// Roles (384 threads, one CTA per SM, __launch_bounds__(384, 1)):
+//   warpgroup 0 (setmaxnreg.dec 40):
+//     warp 0  TMA producer: A/B tiles -> InputTilePipeline<StandardTilePayload> ring
+//     warp 1  epilogue-load warp (residual kernels): C chunks -> EpiLoadPipeline
+//     warps 2-3 idle (they exit at once)
+//   warpgroups 1, 2 (setmaxnreg.inc 232): WGMMA consumers, each owns a 64 x kWgTileN
+//     part of the BLOCK_M x BLOCK_N tile ("cooperative"), then its own epilogue:
+//     fp32 accum -> alpha, beta*C (C from smem) -> Out -> swizzled smem -> TMA store.
+//
+// Operand layouts (the backward pass needs all four; no transposes are materialized):
+//   A: (M, K) row-major = K-major (trans_a = 0) or (K, M) = M-major (trans_a = 1);
+//   B: (K, N) row-major = N-major (trans_b = 0) or (N, K) = K-major (trans_b = 1).
+// Every smem tile is 128B-swizzled. K-major tiles are [rows][64 K] (one TMA box);
+// MN-major tiles are [rows/64][64 K][64 MN] (one TMA box per 64 rows). wgmma reads
+// either through its descriptor (LBO/SBO below) plus the imm-trans bit.
+//
+// Partial tiles: TMA loads zero-fill outside the tensor, TMA stores clip, so any
+// M, N, K >= 0 works (K == 0 gives D = beta*C, or zeros).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "jax_sm100/pipeline/epi_load_pipeline.h"
+#include "jax_sm100/pipeline/pipeline.h"
+#include "jax_sm100/pipeline/tile_pipeline.h"
+#include "jax_sm100/ptx/elect.cuh"
+#include "jax_sm100/ptx/fence.cuh"
+#include "jax_sm100/ptx/mbarrier.cuh"
+#include "jax_sm100/ptx/tma.cuh"
+#include "jax_sm100/ptx/wgmma.cuh"
+
+namespace jax_sm100::kernels::sm90 {
+
+/// Everything the kernel needs, passed by value as a __grid_constant__ parameter
+/// (the tensor maps must live in param/const space for TMA).
+struct GemmParams {
+  CUtensorMap tma_a;  ///< A: box {64, BLOCK_M} (K-major) or {64, 64} (M-major)
+  CUtensorMap tma_b;  ///< B: box {64, 64} (N-major) or {64, BLOCK_N} (K-major)
+  CUtensorMap tma_c;  ///< C (residual kernels only): box {EPI_N, 64}
+  CUtensorMap tma_d;  ///< D: box {EPI_N, 64}
+  int m, n, k;        ///< problem size per batch
+  int batch;          ///< batch count of D
+  int a_batched, b_batched, c_batched;  ///< 0: operand broadcast (TMA batch coordinate 0)
+  int trans_a, trans_b;                 ///< operand layouts, see the file comment
+  float alpha, beta;
+  int m_tiles, n_tiles;  ///< tiles per batch along M / N
+};
+
+/// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
+/// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
+template <int BM, int BN, int Stages, int CStages>
+struct GemmConfig {
+  static constexpr int kBlockM = BM;
+  static constexpr int kBlockN = BN;
+  static constexpr int kBlockK = 64;  // 64 x 16-bit = 128 B = one swizzle row
+  static constexpr int kStages = Stages;
+  static constexpr int kCStages = CStages;
+  static constexpr bool kResidual = CStages > 0;
+  static constexpr int kThreads = 384;
+  static constexpr int kNumConsumerWarps = 8;
+  static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
+  static constexpr int kWgN = 2 / kWgM;           // ... along N
+  static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
+  static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
+  static constexpr int kGroupM = 8;               // rasterization: M tiles per L2 group
+
+  static_assert(BM == 64 || BM == 128, "BLOCK_M is one or two 64-row warpgroup tiles");
+  static_assert(kWgTileN == 64 || kWgTileN == 128 || kWgTileN == 256, "wgmma N per warpgroup");
+  static_assert(BN <= 256, "a TMA box dimension is at most 256");
+
+  // Shared-memory carve-up (bytes from a 1024-aligned base).
+  static constexpr uint32_t kATileBytes = BM * kBlockK * 2;  // (BM, 64) 16-bit
+  static constexpr uint32_t kBTileBytes = BN * kBlockK * 2;  // (BN, 64) 16-bit
+  static constexpr uint32_t kPayloadBytes = Stages * (kATileBytes + kBTileBytes);
+  static constexpr uint32_t kDOffset = kPayloadBytes;
+  static constexpr uint32_t kDBytes = 2 * 2 * kEpiTileBytes;  // (WG 2, double buffer 2)
+  static constexpr uint32_t kCOffset = kDOffset + kDBytes;
+  static constexpr uint32_t kCBytes = CStages * 2 * kEpiTileBytes;  // (CStages, WG 2)
+  static constexpr uint32_t kBarOffset = kCOffset + kCBytes;
+  static constexpr uint32_t kBarBytes = (2 * Stages + 2 * (CStages > 0 ? CStages : 1)) * 8;
+  /// Dynamic shared memory to request (with slack to align the base to 1024).
+  static constexpr uint32_t smem_bytes() { return kBarOffset + kBarBytes + 1024; }
+  static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
+};
+
+/// Persistent tile scheduler: tile t -> (batch, m_tile, n_tile). Within a batch, tiles
+/// walk groups of kGroupM M-tiles column by column, so CTAs running together share
+/// A rows and B columns in L2.
+template <int kGroupM>
+struct TileScheduler {
+  int m_tiles, n_tiles, tiles_per_batch, num_tiles;
+
+  __device__ __forceinline__ TileScheduler(const GemmParams& p)
+      : m_tiles(p.m_tiles), n_tiles(p.n_tiles), tiles_per_batch(p.m_tiles * p.n_tiles),
+        num_tiles(p.m_tiles * p.n_tiles * p.batch) {}
+
+  /// Coordinates of tile `t` (0 <= t < num_tiles).
+  __device__ __forceinline__ void coords(int t, int& b, int& mt, int& nt) const {
+    b = t / tiles_per_batch;
+    const int r = t - b * tiles_per_batch;
+    const int span = kGroupM * n_tiles;
+    const int g = r / span;
+    const int first_m = g * kGroupM;
+    const int gsize = min(m_tiles - first_m, kGroupM);
+    const int rr = r - g * span;
+    mt = first_m + rr % gsize;
+    nt = rr / gsize;
+  }
+};
+
+namespace detail {
+
+/// Named barrier over `kThreads` threads (ids 1.. ; 0 is __syncthreads).
+template <int kThreads>
+__device__ __forceinline__ void named_bar_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
+}
+
+/// Byte offset of (row, byte) inside a [rows][128 B] tile with the 128B swizzle
+/// (16-byte chunk index XOR row % 8), matching TMA's CU_TENSOR_MAP_SWIZZLE_128B.
+__device__ __forceinline__ uint32_t swizzle128(uint32_t row, uint32_t byte) {
+  return row * 128u + ((((byte >> 4) ^ row) & 7u) << 4) + (byte & 15u);
+}
+
+template <class Out>
+struct Pack2;  // two consecutive output elements <-> two floats
+template <>
+struct Pack2<__nv_bfloat16> {
+  using Storage = __nv_bfloat162;
+  static __device__ __forceinline__ Storage pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
+  static __device__ __forceinline__ float2 unpack(Storage v) { return __bfloat1622float2(v); }
+};
+template <>
+struct Pack2<__half> {
+  using Storage = __half2;
+  static __device__ __forceinline__ Storage pack(float x, float y) { return __floats2half2_rn(x, y); }
+  static __device__ __forceinline__ float2 unpack(Storage v) { return __half22float2(v); }
+};
+template <>
+struct Pack2<float> {
+  using Storage = float2;
+  static __device__ __forceinline__ Storage pack(float x, float y) { return make_float2(x, y); }
+  static __device__ __forceinline__ float2 unpack(Storage v) { return v; }
+};
+
+}  // namespace detail
+
+/// One consumer warpgroup's main loop over K for one tile: waits for each stage, issues
+/// 4 x wgmma k16, and releases a stage only once the wgmma reading it has retired
+/// (wait_group 1 after the next stage's batch is committed).
+template <class Cfg, class T, int kTransA, int kTransB, class InputPipe>
+__device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kWgTileN / 2],
+                                                  int k_blocks, uint32_t a_off, uint32_t b_off,
+                                                  bool signal_lane) {
+  using Mma = ptx::Wgmma<Cfg::kWgTileN, T, kTransA, kTransB>;
+  auto consumer = input.consumer();
+  uint32_t prev_stage = 0;
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    auto st = consumer.acquire_stage();  // waits on full[stage]
+    const uint32_t a_base = ptx::smem_addr(st.a_tile()) + a_off;
+    const uint32_t b_base = ptx::smem_addr(st.b_tile()) + b_off;
+#pragma unroll
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < Cfg::kBlockK / 16; ++s) {
+      // K-major: the k16 slice is 32 B further along the 128 B row; SBO = 8 rows.
+      // MN-major: the k16 slice is 16 K rows of 128 B further; LBO = next 64-wide MN block.
+      const uint64_t da = kTransA ? ptx::make_smem_desc(a_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
+                                  : ptx::make_smem_desc(a_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
+      const uint64_t db = kTransB ? ptx::make_smem_desc(b_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
+                                  : ptx::make_smem_desc(b_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
+      Mma::mma(acc, da, db, 1);
+    }
+    ptx::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
+    ptx::wgmma_wait<1>();  // the previous stage's wgmma batch has retired
+    if (kb > 0 && signal_lane) input.pipeline.consumer_mbar(prev_stage)->arrive();
+    prev_stage = st.index();
+    std::move(st).release_without_signal();  // signalled (deferred) above / below
+  }
+  ptx::wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
+  if (k_blocks > 0 && signal_lane) input.pipeline.consumer_mbar(prev_stage)->arrive();
+}
+
+/// The kernel. T: bf16 or fp16 inputs; Out: bf16, fp16 or f32 output (C has Out's type).
+template <class Cfg, class T, class Out>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm90_gemm_kernel(const __grid_constant__ GemmParams p) {
+#if JAX_SM100_SM90A_DEVICE
+  using namespace jax_sm100::pipeline;
+  using Payload = StandardTilePayload<T, T, Cfg::kBlockM * Cfg::kBlockK, Cfg::kBlockN * Cfg::kBlockK,
+                                      Cfg::kStages>;
+  static_assert(sizeof(Payload) == Cfg::kPayloadBytes, "payload layout");
+  constexpr int kCStagesOr1 = Cfg::kCStages > 0 ? Cfg::kCStages : 1;
+  constexpr int kEpiN = 128 / static_cast<int>(sizeof(Out));  // output columns per chunk
+  constexpr int kChunks = Cfg::kWgTileN / kEpiN;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  auto* payload = reinterpret_cast<Payload*>(smem);
+  uint8_t* smem_d = smem + Cfg::kDOffset;  // (WG 2, buffer 2, 64 rows, 128 B)
+  uint8_t* smem_c = smem + Cfg::kCOffset;  // (CStages, WG 2, 64 rows, 128 B)
+  auto* bars = reinterpret_cast<DeviceBarrier*>(smem + Cfg::kBarOffset);
+
+  InputTilePipeline<Payload, Cfg::kStages> input(bars, payload, "sm90_gemm.input");
+  EpiLoadPipeline<kCStagesOr1> epi(bars + 2 * Cfg::kStages, "sm90_gemm.epi_load");
+
+  const int warp = static_cast<int>(ptx::warp_idx_sync());
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (threadIdx.x == 0) {
+    // Producer: one arrive_expect_tx per stage. Consumers: lane 0 of each of the 8 warps.
+    input.init_barriers(1, Cfg::kNumConsumerWarps);
+    // C chunks: one TMA transaction per stage; every thread of both consumer WGs arrives.
+    epi.init_barriers(1, 256);
+    ptx::tma_prefetch_descriptor(&p.tma_a);
+    ptx::tma_prefetch_descriptor(&p.tma_b);
+    ptx::tma_prefetch_descriptor(&p.tma_d);
+    if (Cfg::kResidual) ptx::tma_prefetch_descriptor(&p.tma_c);
+  }
+  __syncthreads();
+
+  const TileScheduler<Cfg::kGroupM> sched(p);
+  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+
+  if (warp < 4) {
+    // ---------------- producer warpgroup ----------------
+    ptx::setmaxnreg_dec<40>();
+    if (warp == 0 && lane == 0) {
+      auto producer = input.producer();
+      for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+        int b, mt, nt;
+        sched.coords(t, b, mt, nt);
+        const int m0 = mt * Cfg::kBlockM, n0 = nt * Cfg::kBlockN;
+        const int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          auto st = producer.acquire_stage();  // waits on empty[stage]
+          st.expect_bytes();
+          uint64_t* bar = st.mbar()->ptr();
+          T* a = st.a_tile();
+          T* bt = st.b_tile();
+          const int k0 = kb * Cfg::kBlockK;
+          if (!p.trans_a) {
+            ptx::tma_load_3d(a, &p.tma_a, bar, k0, m0, za);  // (BM, 64) K-major
+          } else {
+#pragma unroll
+            for (int i = 0; i < Cfg::kBlockM / 64; ++i)  // (BM/64, 64 K, 64 M)
+              ptx::tma_load_3d(a + i * 64 * 64, &p.tma_a, bar, m0 + 64 * i, k0, za);
+          }
+          if (p.trans_b) {
+            ptx::tma_load_3d(bt, &p.tma_b, bar, k0, n0, zb);  // (BN, 64) K-major
+          } else {
+#pragma unroll
+            for (int j = 0; j < Cfg::kBlockN / 64; ++j)  // (BN/64, 64 K, 64 N)
+              ptx::tma_load_3d(bt + j * 64 * 64, &p.tma_b, bar, n0 + 64 * j, k0, zb);
+          }
+          std::move(st).release();
+        }
+      }
+    } else if (Cfg::kResidual && warp == 1 && lane == 0) {
+      // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
+      for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+        int b, mt, nt;
+        sched.coords(t, b, mt, nt);
+        const int zc = p.c_batched ? b : 0;
+        for (int c = 0; c < kChunks; ++c) {
+          auto stage = epi.produce();  // waits until both WGs freed the stage
+          stage.mbar()->arrive_expect_tx(2 * Cfg::kEpiTileBytes);
+          uint8_t* dst = smem_c + stage.index() * 2 * Cfg::kEpiTileBytes;
+#pragma unroll
+          for (int w = 0; w < 2; ++w) {
+            const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
+            ptx::tma_load_3d(dst + w * Cfg::kEpiTileBytes, &p.tma_c, stage.mbar()->ptr(),
+                             nt * Cfg::kBlockN + wn * Cfg::kWgTileN + c * kEpiN,
+                             mt * Cfg::kBlockM + wm * 64, zc);
+          }
+        }  // guard exit: producer_step
+      }
+    }
+  } else {
+    // ---------------- consumer warpgroups ----------------
+    ptx::setmaxnreg_inc<232>();
+    const int w = warp / 4 - 1;  // 0 or 1
+    const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
+    const int tid_wg = threadIdx.x % 128;
+    const int warp_wg = tid_wg / 32;
+    // Byte offsets of this WG's part inside a stage's A / B tile (same for both majors:
+    // 64 rows of a K-major tile and one 64-wide block of an MN-major tile are 8 KB).
+    const uint32_t a_off = wm * 64 * 128;
+    const uint32_t b_off = wn * Cfg::kWgTileN * 128;
+    float acc[Cfg::kWgTileN / 2];
+    uint32_t dbuf = 0;  // which of the two D staging buffers is next (alternates forever)
+    uint8_t* my_d = smem_d + w * 2 * Cfg::kEpiTileBytes;
+
+    for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+      int b, mt, nt;
+      sched.coords(t, b, mt, nt);
+#pragma unroll
+      for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
+
+      // wgmma imm-trans: A M-major = trans_a; B N-major = !trans_b.
+      if (p.trans_a) {
+        if (p.trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane == 0);
+        else           consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane == 0);
+      } else {
+        if (p.trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane == 0);
+        else           consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane == 0);
+      }
+      // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
+
+      // ---- epilogue: 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----
+      const int row0 = mt * Cfg::kBlockM + wm * 64;
+      const int col0 = nt * Cfg::kBlockN + wn * Cfg::kWgTileN;
+      const int zd = b;
+      const uint32_t r_lo = warp_wg * 16 + lane / 4;  // fragment rows r_lo, r_lo + 8
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        uint8_t* buf = my_d + dbuf * Cfg::kEpiTileBytes;
+        // The store issued from this buffer two chunks ago must have finished reading it.
+        if (tid_wg == 0) ptx::tma_store_wait_group_read<1>();
+        detail::named_bar_sync<128>(1 + w);
+
+        const uint8_t* cbuf = nullptr;
+        if constexpr (Cfg::kResidual) {
+          epi.wait_producer();
+          cbuf = smem_c + epi.consumer_stage() * 2 * Cfg::kEpiTileBytes + w * Cfg::kEpiTileBytes;
+        }
+#pragma unroll
+        for (int j = 0; j < kEpiN / 8; ++j) {
+          const int f = c * (kEpiN / 8) + j;  // 8-column fragment index in the WG tile
+          const uint32_t byte = (j * 8 + 2 * (lane % 4)) * sizeof(Out);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t off = detail::swizzle128(r_lo + 8 * h, byte);
+            float x = p.alpha * acc[4 * f + 2 * h];
+            float y = p.alpha * acc[4 * f + 2 * h + 1];
+            if constexpr (Cfg::kResidual) {
+              const float2 cv = detail::Pack2<Out>::unpack(
+                  *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(cbuf + off));
+              x = fmaf(p.beta, cv.x, x);
+              y = fmaf(p.beta, cv.y, y);
+            }
+            *reinterpret_cast<typename detail::Pack2<Out>::Storage*>(buf + off) =
+                detail::Pack2<Out>::pack(x, y);
+          }
+        }
+        if constexpr (Cfg::kResidual) {
+          epi.pipeline.consumer_mbar(epi.consumer_stage())->arrive();  // C chunk read
+          epi.consumer_step();
+        }
+        ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
+        detail::named_bar_sync<128>(1 + w);
+        if (tid_wg == 0) {
+          ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
+          ptx::tma_store_commit_group();
+        }
+        dbuf ^= 1;
+      }
+    }
+    if (tid_wg == 0) ptx::tma_store_wait_group<0>();  // smem must outlive the stores
+  }
+#endif  // JAX_SM100_SM90A_DEVICE
+}
+
+}  // namespace jax_sm100::kernels::sm90

@@ -1,0 +1,97 @@
+// Host side of the sm90 GEMM: problem description, the per-shape tile-config choice,
+// tensor-map construction and the kernel launch. Used by gemm_ffi.cu (the FFI handlers)
+// and the per-dtype instantiation files sm90_gemm_inst_*.cu.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sm90_tma_host.h"
+
+namespace jax_sm100::host {
+
+/// Element types the GEMM handles (a and b share one input type).
+enum class GemmDtype { kBF16, kF16, kF32 };
+
+/// Bytes per element.
+inline uint32_t dtype_bytes(GemmDtype t) { return t == GemmDtype::kF32 ? 4 : 2; }
+
+/// One (batched) GEMM call as validated by the handler.
+struct GemmProblem {
+  const void* a;
+  const void* b;
+  const void* c;  ///< nullptr when the residual term is off (beta == 0 or plain GEMM)
+  void* d;
+  GemmDtype in_type;   ///< bf16 or f16
+  GemmDtype out_type;  ///< bf16, f16 or f32 (c has the same type)
+  int64_t m, n, k;
+  int64_t batch;  ///< D's batch count (>= 1)
+  bool a_batched, b_batched, c_batched;
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+
+/// The tile configurations compiled (see sm90_gemm_inst.h for their shapes).
+enum class Sm90TileConfig : int {
+  k128x256 = 0,  ///< large problems
+  k128x128 = 1,  ///< medium problems / better wave fill
+  k64x128 = 2,   ///< small M (decode-like)
+};
+
+/// Name of a config, for logs and the benchmark.
+inline const char* config_name(Sm90TileConfig c) {
+  switch (c) {
+    case Sm90TileConfig::k128x256: return "128x256";
+    case Sm90TileConfig::k128x128: return "128x128";
+    case Sm90TileConfig::k64x128: return "64x128";
+  }
+  return "?";
+}
+
+/// Deterministic config choice: estimated time = waves * tile area / efficiency, where
+/// efficiency is a fixed per-config guess of how close a tile runs to the MMA peak
+/// (bigger tiles reuse smem operands more). Ties keep the larger tile.
+inline Sm90TileConfig choose_config(int64_t m, int64_t n, int64_t batch, int num_sms) {
+  struct Cand {
+    Sm90TileConfig cfg;
+    int bm, bn;
+    double eff;
+  };
+  const Cand cands[] = {{Sm90TileConfig::k128x256, 128, 256, 1.00},
+                        {Sm90TileConfig::k128x128, 128, 128, 0.85},
+                        {Sm90TileConfig::k64x128, 64, 128, 0.60}};
+  Sm90TileConfig best = Sm90TileConfig::k128x256;
+  double best_cost = 0;
+  bool first = true;
+  for (const Cand& c : cands) {
+    const int64_t tiles = batch * ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+    const int64_t waves = (tiles + num_sms - 1) / num_sms;
+    const double cost = static_cast<double>(waves) * c.bm * c.bn / c.eff;
+    if (first || cost < best_cost) {
+      best = c.cfg;
+      best_cost = cost;
+      first = false;
+    }
+  }
+  return best;
+}
+
+/// Launches the kernel for one (config, residual, in type, out type). Defined (and
+/// explicitly instantiated) in sm90_gemm_inst_<in>_<out>.cu. Returns "" or an error.
+template <class T, class Out>
+std::string sm90_gemm_launch(const GemmProblem& prob, Sm90TileConfig cfg, int num_sms,
+                             cudaStream_t stream);
+
+extern template std::string sm90_gemm_launch<__nv_bfloat16, __nv_bfloat16>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+extern template std::string sm90_gemm_launch<__nv_bfloat16, __half>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+extern template std::string sm90_gemm_launch<__nv_bfloat16, float>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+extern template std::string sm90_gemm_launch<__half, __nv_bfloat16>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+extern template std::string sm90_gemm_launch<__half, __half>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+extern template std::string sm90_gemm_launch<__half, float>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+
+}  // namespace jax_sm100::host

@@ -1,0 +1,113 @@
+// Definition of sm90_gemm_launch<T, Out>: tensor maps + launch of the right kernel
+// instantiation. Included by the six sm90_gemm_inst_<in>_<out>.cu files only, so the
+// 36 kernel instantiations compile in parallel translation units.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include "jax_sm100/kernels/sm90_gemm.cuh"
+#include "sm90_gemm_host.h"
+#include "sm90_tma_host.h"
+
+namespace jax_sm100::host {
+
+namespace sm90 = jax_sm100::kernels::sm90;
+
+// Tile configs: (BLOCK_M, BLOCK_N, input stages, C stages). The residual variants trade
+// input stages for the C ring so that everything fits in 227 KB of shared memory.
+using Cfg128x256 = sm90::GemmConfig<128, 256, 4, 0>;
+using Cfg128x256R = sm90::GemmConfig<128, 256, 3, 2>;
+using Cfg128x128 = sm90::GemmConfig<128, 128, 6, 0>;
+using Cfg128x128R = sm90::GemmConfig<128, 128, 5, 2>;
+using Cfg64x128 = sm90::GemmConfig<64, 128, 8, 0>;
+using Cfg64x128R = sm90::GemmConfig<64, 128, 6, 2>;
+
+template <class X>
+inline CUtensorMapDataType tma_dtype() {
+  if constexpr (std::is_same_v<X, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else if constexpr (std::is_same_v<X, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+/// Builds the tensor maps and launches one config. Returns "" or an error sentence.
+template <class Cfg, class T, class Out>
+std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  sm90::GemmParams p{};
+  const CUtensorMapDataType in_dt = tma_dtype<T>(), out_dt = tma_dtype<Out>();
+  const uint64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
+  std::string err;
+  // A: (M, K) K-major -> box {64 K, BM rows}; (K, M) M-major -> box {64 M, 64 K}.
+  if (!pr.trans_a)
+    err = encode_tma_3d(&p.tma_a, {pr.a, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.m, ba}, 64, Cfg::kBlockM);
+  else
+    err = encode_tma_3d(&p.tma_a, {pr.a, in_dt, 2, (uint64_t)pr.m, (uint64_t)pr.k, ba}, 64, 64);
+  if (!err.empty()) return "A: " + err;
+  // B: (K, N) N-major -> box {64 N, 64 K}; (N, K) K-major -> box {64 K, BN rows}.
+  if (!pr.trans_b)
+    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.n, (uint64_t)pr.k, bb}, 64, 64);
+  else
+    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.n, bb}, 64, Cfg::kBlockN);
+  if (!err.empty()) return "B: " + err;
+  // D (and C): (M, N) row-major, epilogue chunks of 64 rows x 128 bytes.
+  const uint32_t epi_n = 128 / sizeof(Out);
+  err = encode_tma_3d(&p.tma_d, {pr.d, out_dt, sizeof(Out), (uint64_t)pr.n, (uint64_t)pr.m,
+                                 (uint64_t)pr.batch}, epi_n, 64);
+  if (!err.empty()) return "D: " + err;
+  if constexpr (Cfg::kResidual) {
+    const uint64_t bc = pr.c_batched ? pr.batch : 1;
+    err = encode_tma_3d(&p.tma_c, {pr.c, out_dt, sizeof(Out), (uint64_t)pr.n, (uint64_t)pr.m, bc},
+                        epi_n, 64);
+    if (!err.empty()) return "C: " + err;
+  }
+  p.m = (int)pr.m;
+  p.n = (int)pr.n;
+  p.k = (int)pr.k;
+  p.batch = (int)pr.batch;
+  p.a_batched = pr.a_batched;
+  p.b_batched = pr.b_batched;
+  p.c_batched = pr.c_batched;
+  p.trans_a = pr.trans_a;
+  p.trans_b = pr.trans_b;
+  p.alpha = pr.alpha;
+  p.beta = pr.beta;
+  p.m_tiles = (int)((pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM);
+  p.n_tiles = (int)((pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN);
+  const int64_t tiles = (int64_t)p.m_tiles * p.n_tiles * pr.batch;
+
+  auto kernel = sm90::sm90_gemm_kernel<Cfg, T, Out>;
+  // Raising the dynamic smem limit is host-side function state (no sync, no
+  // allocation); once per instantiation.
+  static const cudaError_t attr_err = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes());
+  if (attr_err != cudaSuccess)
+    return std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(attr_err);
+  const int grid = (int)(tiles < num_sms ? tiles : num_sms);  // persistent
+  kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes(), stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
+  return "";
+}
+
+template <class T, class Out>
+std::string sm90_gemm_launch(const GemmProblem& pr, Sm90TileConfig cfg, int num_sms,
+                             cudaStream_t stream) {
+  const bool res = pr.c != nullptr;
+  switch (cfg) {
+    case Sm90TileConfig::k128x256:
+      return res ? launch_config<Cfg128x256R, T, Out>(pr, num_sms, stream)
+                 : launch_config<Cfg128x256, T, Out>(pr, num_sms, stream);
+    case Sm90TileConfig::k128x128:
+      return res ? launch_config<Cfg128x128R, T, Out>(pr, num_sms, stream)
+                 : launch_config<Cfg128x128, T, Out>(pr, num_sms, stream);
+    case Sm90TileConfig::k64x128:
+      return res ? launch_config<Cfg64x128R, T, Out>(pr, num_sms, stream)
+                 : launch_config<Cfg64x128, T, Out>(pr, num_sms, stream);
+  }
+  return "unknown tile config";
+}
+
+}  // namespace jax_sm100::host
