@@ -1,0 +1,396 @@
+"""Benchmark of the FP8 blockwise kernels against cuBLASLt (through torch) and XLA.
+
+    python -m jax_sm100.bench_fp8 --out DIR [--quick]
+
+Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^T):
+  ours            jax_sm100.fp8_blockwise_matmul (documented layouts: a_scale (M, K/128);
+                  A's scales copied by cp.async)
+  ours_tma        FFI target jax_sm100_fp8_gemm_sfa_t (a_scale given transposed, so A's
+                  scales ride in the stage's TMA transaction; what the quantizer can emit)
+  cublas_block    cuBLASLt blockwise FP8 (1x128 for a, 128x128 for b) through torch
+  cublas_tensor   cuBLASLt per-tensor FP8 (torch._scaled_mm with scalar scales)
+  xla_bf16        XLA jnp.dot in bf16
+  ours_bf16       jax_sm100.matmul in bf16 (if its kernel is registered)
+Each JAX op is timed inside one jitted function over several distinct input sets (so
+dispatch and L2 reuse stay out); torch ops with CUDA events over the same rotation.
+Median of repeats. Inputs are random (never zeros).
+
+Also: quantization bandwidth (jax_sm100_quantize_fp8, 1x128 and 128x128, bf16 input)
+against a measured device copy, and the XLA-compiled reference quantizer.
+
+Writes DIR/bench_fp8.json (device, date, commit, every number) and DIR/bench_fp8.png.
+Columns whose library is missing are skipped with a note.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+# torch and JAX share the GPU: keep XLA from grabbing most of its memory up front.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jax_sm100  # noqa: E402
+from jax_sm100 import _ffi_registry as reg  # noqa: E402
+
+LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 24576, 1536),
+         (4096, 7168, 2048)]
+SMALL = [(2048, 2048, 2048), (128, 7168, 4096), (64, 7168, 4096), (16, 4096, 7168)]
+QUICK = [(4096, 7168, 16384), (8192, 8192, 8192), (4096, 4096, 4096), (128, 7168, 4096)]
+N_SETS = 4  # distinct input sets per timing (4 x 64 MB of fp8 operands defeat the 50 MB L2)
+E4M3 = jnp.float8_e4m3fn
+
+
+def _cdiv(a, b):
+  return -(-a // b)
+
+
+def _commit():
+  try:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
+  except Exception:  # no git on the device copy
+    return os.environ.get("JAX_SM100_COMMIT", "unknown")
+
+
+def time_jax(fn, sets, reps):
+  """Seconds per call of fn(*set): one jit over all sets, median over reps."""
+  many = jax.jit(lambda ss: [fn(*s) for s in ss])
+  out = many(sets)
+  jax.block_until_ready(out)
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(many(sets))
+    times.append((time.perf_counter() - t0) / len(sets))
+  return statistics.median(times)
+
+
+def time_torch(torch, fn, sets, reps):
+  """Seconds per call with CUDA events, rotating over the sets, median over reps."""
+  for s in sets:
+    fn(*s)
+  torch.cuda.synchronize()
+  times = []
+  for _ in range(reps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for s in sets:
+      fn(*s)
+    end.record()
+    end.synchronize()
+    times.append(start.elapsed_time(end) * 1e-3 / len(sets))
+  return statistics.median(times)
+
+
+def quantized_sets(m, n, k, n_sets, seed=0):
+  """n_sets of (a, a_scale, b, b_scale) from random normal data, quantized on device."""
+  from jax_sm100._fp8 import _quantize
+  q1 = jax.jit(lambda x: _quantize(x, (1, 128), np.dtype(E4M3)))
+  q128 = jax.jit(lambda x: _quantize(x, (128, 128), np.dtype(E4M3)))
+  key = jax.random.PRNGKey(seed)
+  sets = []
+  for _ in range(n_sets):
+    key, k1, k2 = jax.random.split(key, 3)
+    x = jax.random.normal(k1, (m, k), jnp.bfloat16)
+    w = jax.random.normal(k2, (n, k), jnp.bfloat16)
+    a, sa = q1(x)
+    b, sb = q128(w)
+    sets.append((a, sa, b, sb))
+  jax.block_until_ready(sets)
+  return sets
+
+
+def a_scale_t(sa):
+  m = sa.shape[0]
+  return jnp.pad(sa.T, ((0, 0), (0, _cdiv(m, 4) * 4 - m)), constant_values=1.0)
+
+
+def calc_diff(x, y):
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  return float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
+
+
+# ---------------------------------------------------------------------------
+# torch / cuBLASLt
+# ---------------------------------------------------------------------------
+
+def _torch():
+  try:
+    import torch
+    if not torch.cuda.is_available():
+      return None, "torch has no CUDA device"
+    return torch, ""
+  except Exception as e:  # noqa: BLE001
+    return None, f"torch unavailable ({type(e).__name__}: {e})"
+
+
+def _to_torch(torch, x):
+  """JAX device array -> torch CUDA tensor (through host memory; setup only)."""
+  arr = np.asarray(x)
+  if arr.dtype == np.dtype(E4M3):
+    return torch.from_numpy(arr.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+  return torch.from_numpy(np.ascontiguousarray(arr)).cuda()
+
+
+def torch_blockwise_candidates(torch):
+  """Ways to ask cuBLASLt for 1x128 x 128x128 FP8; each is checked numerically."""
+  cands = []
+  F = getattr(torch.nn.functional, "scaled_mm", None)
+  ST = getattr(torch.nn.functional, "ScalingType", None)
+  if ST is None:
+    try:
+      from torch.nn.functional import ScalingType as ST  # noqa: N813
+    except Exception:  # noqa: BLE001
+      ST = None
+  if F is not None and ST is not None:
+    r1 = getattr(ST, "BlockWise1x128", None) or getattr(ST, "Blockwise_1x128", None)
+    r128 = getattr(ST, "BlockWise128x128", None) or getattr(ST, "Blockwise_128x128", None)
+    if r1 is not None and r128 is not None:
+      for name, sb_fn in (("scale_b (N/128, K/128)", lambda sb: sb),
+                          ("scale_b (K/128, N/128) view", lambda sb: sb.t()),
+                          ("scale_b (K/128, N/128) contiguous", lambda sb: sb.t().contiguous())):
+        def make(sb_fn=sb_fn):
+          def call(a, sa_cm, bt, sb):
+            return F(a, bt, sa_cm, r1, sb_fn(sb), r128, output_dtype=torch.bfloat16)
+          return call
+        cands.append((f"torch.nn.functional.scaled_mm(..., {r1}, {r128}), {name}", make()))
+  for name, sb_fn in (("scale_b (N/128, K/128)", lambda sb: sb),
+                      ("scale_b (K/128, N/128) view", lambda sb: sb.t()),
+                      ("scale_b (K/128, N/128) contiguous", lambda sb: sb.t().contiguous())):
+    def make(sb_fn=sb_fn):
+      def call(a, sa_cm, bt, sb):
+        return torch._scaled_mm(a, bt, sa_cm, sb_fn(sb), out_dtype=torch.bfloat16)
+      return call
+    cands.append((f"torch._scaled_mm blockwise, {name}", make()))
+  return cands
+
+
+def pick_torch_blockwise(torch, log):
+  """First candidate that runs and matches the float64 reference on a small problem."""
+  m, n, k = 256, 384, 512
+  (a, sa, b, sb), = quantized_sets(m, n, k, 1, seed=7)
+  ref = (np.asarray(a).astype(np.float64) * np.repeat(np.asarray(sa, np.float64), 128, 1)) @ \
+        (np.asarray(b).astype(np.float64) *
+         np.repeat(np.repeat(np.asarray(sb, np.float64), 128, 0), 128, 1)).T
+  ta, tb = _to_torch(torch, a), _to_torch(torch, b)
+  tsa = _to_torch(torch, sa).t().contiguous().t()  # (M, K/128), strides (1, M)
+  tsb = _to_torch(torch, sb)
+  for name, fn in torch_blockwise_candidates(torch):
+    try:
+      out = fn(ta, tsa, tb.t(), tsb)
+      torch.cuda.synchronize()
+      d = calc_diff(out.float().cpu().numpy(), ref)
+      log(f"  torch blockwise candidate: {name}: calc_diff {d:.2e}")
+      if d < 1e-3:
+        return name, fn
+    except Exception as e:  # noqa: BLE001
+      log(f"  torch blockwise candidate: {name}: {type(e).__name__}: {str(e)[:160]}")
+  return None, None
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+
+def bench_gemm(shapes, reps, log):
+  torch, why = _torch()
+  blk_name, blk_fn = (None, None)
+  if torch is not None:
+    blk_name, blk_fn = pick_torch_blockwise(torch, log)
+    if blk_fn is None:
+      why = "no torch blockwise FP8 call matched the reference"
+  else:
+    log(f"note: torch columns skipped: {why}")
+  have_tma = reg.FP8_GEMM in reg.registered_targets() and \
+      "jax_sm100_fp8_gemm_sfa_t" in reg.registered_targets()
+  have_bf16 = reg.GEMM in reg.registered_targets()
+  rows = []
+  for (m, n, k) in shapes:
+    flops = 2.0 * m * n * k
+    sets = quantized_sets(m, n, k, N_SETS)
+    row = {"shape": [m, n, k]}
+    t = time_jax(lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps)
+    row["ours"] = flops / t / 1e12
+    # Correctness spot check of what we time (first set; 64 rows x 1024 columns vs float64).
+    a, sa, b, sb = sets[0]
+    nn = min(n, 1024)
+    d = np.asarray(jax.jit(jax_sm100.fp8_blockwise_matmul)(a, sa, b, sb)[:64, :nn].astype(jnp.float32))
+    ad = np.asarray(a[:64]).astype(np.float64) * np.repeat(np.asarray(sa[:64], np.float64), 128, 1)[:, :k]
+    bd = np.asarray(b[:nn]).astype(np.float64) * \
+        np.repeat(np.repeat(np.asarray(sb, np.float64), 128, 0), 128, 1)[:nn, :k]
+    ref = ad @ bd.T
+    row["ours_calc_diff"] = calc_diff(d, ref)
+    if have_tma:
+      out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+      call = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", out)
+      tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
+      row["ours_tma"] = flops / time_jax(lambda a, st, b, sb: call(a, st, b, sb), tsets, reps) / 1e12
+    if torch is not None:
+      tsets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
+                _to_torch(torch, b).t(), _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+      if blk_fn is not None:
+        row["cublas_block"] = flops / time_torch(torch, blk_fn, tsets, reps) / 1e12
+      one = torch.ones((), device="cuda", dtype=torch.float32)
+      try:
+        row["cublas_tensor"] = flops / time_torch(
+            torch, lambda a, sa, bt, sb: torch._scaled_mm(a, bt, one, one, out_dtype=torch.bfloat16),
+            tsets, reps) / 1e12
+      except Exception as e:  # noqa: BLE001
+        log(f"  per-tensor torch._scaled_mm failed: {e}")
+      del tsets
+      torch.cuda.empty_cache()
+    key = jax.random.PRNGKey(1)
+    bsets = []
+    for _ in range(N_SETS):
+      key, k1, k2 = jax.random.split(key, 3)
+      bsets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
+                    jax.random.normal(k2, (k, n), jnp.bfloat16)))
+    row["xla_bf16"] = flops / time_jax(lambda x, w: jnp.dot(x, w), bsets, reps) / 1e12
+    if have_bf16:
+      try:
+        row["ours_bf16"] = flops / time_jax(lambda x, w: jax_sm100.matmul(x, w), bsets, reps) / 1e12
+      except Exception as e:  # noqa: BLE001
+        log(f"  jax_sm100.matmul failed: {e}")
+    del sets, bsets
+    rows.append(row)
+    log("  " + " ".join(f"{kk}={v:.1f}" if isinstance(v, float) and kk != "ours_calc_diff"
+                        else f"{kk}={v}" for kk, v in row.items()))
+  return rows, blk_name, why
+
+
+def bench_quant(reps, log, quick):
+  torch, _ = _torch()
+  shapes = [(8192, 8192)] if quick else [(8192, 8192), (16384, 7168), (4096, 4096)]
+  from jax_sm100._fp8 import _quantize
+  rows = []
+  for (r, c) in shapes:
+    key = jax.random.PRNGKey(3)
+    xs = [jax.random.normal(k, (r, c), jnp.bfloat16) for k in jax.random.split(key, N_SETS)]
+    row = {"shape": [r, c]}
+    # Device copy: read + write of the same bytes (XLA elementwise op and torch memcpy).
+    t = time_jax(lambda x: x + jnp.bfloat16(1), [(x,) for x in xs], reps)
+    row["copy_xla_GBps"] = 2 * r * c * 2 / t / 1e9
+    if torch is not None:
+      tx = [torch.randn(r, c, device="cuda", dtype=torch.bfloat16) for _ in range(N_SETS)]
+      ty = [torch.empty_like(v) for v in tx]
+      row["copy_torch_GBps"] = 2 * r * c * 2 / time_torch(
+          torch, lambda a, b: b.copy_(a), list(zip(tx, ty)), reps) / 1e9
+      del tx, ty
+    copy_bw = max(row.get("copy_xla_GBps", 0), row.get("copy_torch_GBps", 0))
+    for br in (1, 128):
+      sshape = (r, _cdiv(c, 128)) if br == 1 else (_cdiv(r, 128), _cdiv(c, 128))
+      call = jax.ffi.ffi_call(reg.QUANTIZE_FP8 if hasattr(reg, "QUANTIZE_FP8") else
+                              "jax_sm100_quantize_fp8",
+                              (jax.ShapeDtypeStruct((r, c), E4M3),
+                               jax.ShapeDtypeStruct(sshape, jnp.float32)))
+      nbytes = r * c * 2 + r * c + 4 * math.prod(sshape)
+      t = time_jax(lambda x: call(x, block_rows=np.int32(br), scale_transposed=np.int32(0)),
+                   [(x,) for x in xs], reps)
+      row[f"ours_{br}_GBps"] = nbytes / t / 1e9
+      row[f"ours_{br}_frac_of_copy"] = row[f"ours_{br}_GBps"] / copy_bw
+      t = time_jax(lambda x: _quantize(x, (br, 128), np.dtype(E4M3)), [(x,) for x in xs], reps)
+      row[f"xla_ref_{br}_GBps"] = nbytes / t / 1e9
+    rows.append(row)
+    log("  " + " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in row.items()))
+  return rows
+
+
+def plot(rows, path):
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except Exception:  # noqa: BLE001
+    return False
+  cols = [c for c in ("ours", "ours_tma", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16")
+          if any(c in r for r in rows)]
+  labels = ["x".join(map(str, r["shape"])) for r in rows]
+  x = np.arange(len(rows))
+  w = 0.8 / max(len(cols), 1)
+  fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(rows)), 4.5))
+  for i, c in enumerate(cols):
+    ax.bar(x + i * w, [r.get(c, 0) for r in rows], w, label=c)
+  ax.set_xticks(x + w * (len(cols) - 1) / 2)
+  ax.set_xticklabels(labels, rotation=20, fontsize=8)
+  ax.set_ylabel("TFLOP/s")
+  ax.set_title(f"FP8 blockwise GEMM, {jax.devices()[0].device_kind}")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  return True
+
+
+def geomean(xs):
+  xs = [x for x in xs if x and x > 0]
+  return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--out", required=True)
+  ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
+  ap.add_argument("--no-quant", action="store_true")
+  args = ap.parse_args(argv)
+  os.makedirs(args.out, exist_ok=True)
+  log = lambda s: print(s, flush=True)  # noqa: E731
+  dev = jax.devices()[0]
+  log(f"device: {dev.device_kind}  backend(): {jax_sm100.backend()}  jax {jax.__version__}")
+  if jax_sm100.backend() != "sm90" or reg.FP8_GEMM not in reg.registered_targets():
+    log("the FP8 kernels are not available here (needs an sm_90 GPU and a CUDA build)")
+    return 1
+  reps = 5 if args.quick else 20
+  shapes = QUICK if args.quick else LARGE + SMALL
+  log("GEMM (TFLOP/s):")
+  rows, blk_name, why = bench_gemm(shapes, reps, log)
+  quant = [] if args.no_quant else (log("quantization (GB/s):") or bench_quant(reps, log, args.quick))
+
+  large = [r for r in rows if tuple(r["shape"]) in LARGE]
+  summary = {}
+  for col in ("ours", "ours_tma"):
+    for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
+      ratios = [r[col] / r[base] for r in large if col in r and base in r]
+      if ratios:
+        summary[f"geomean_large_{col}_over_{base}"] = geomean(ratios)
+  result = {
+      "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+      "commit": _commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
+      "torch_blockwise_call": blk_name, "torch_note": why, "gemm": rows,
+      "quantize": quant, "summary": summary,
+  }
+  with open(os.path.join(args.out, "bench_fp8.json"), "w") as f:
+    json.dump(result, f, indent=1)
+  png = plot(rows, os.path.join(args.out, "bench_fp8.png"))
+
+  cols = ["ours", "ours_tma", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"]
+  log("")
+  log(f"{'M x N x K':>20} " + " ".join(f"{c:>13}" for c in cols) + "  ours/blk  tma/blk  diff")
+  for r in rows:
+    vals = " ".join(f"{r[c]:13.1f}" if c in r else f"{'-':>13}" for c in cols)
+    rb = r.get("cublas_block")
+    ratio = f"{r['ours'] / rb:8.3f} {r.get('ours_tma', 0) / rb:8.3f}" if rb else f"{'-':>8} {'-':>8}"
+    log(f"{'x'.join(map(str, r['shape'])):>20} {vals}  {ratio}  {r['ours_calc_diff']:.1e}")
+  for k, v in summary.items():
+    log(f"{k}: {v:.3f}")
+  for q in quant:
+    log(f"quantize {q['shape']}: 1x128 {q['ours_1_GBps']:.0f} GB/s ({q['ours_1_frac_of_copy']:.0%} of copy), "
+        f"128x128 {q['ours_128_GBps']:.0f} GB/s ({q['ours_128_frac_of_copy']:.0%}); copy "
+        f"{max(q.get('copy_xla_GBps', 0), q.get('copy_torch_GBps', 0)):.0f} GB/s; XLA reference "
+        f"{q['xla_ref_1_GBps']:.0f} / {q['xla_ref_128_GBps']:.0f} GB/s")
+  log(f"wrote {os.path.join(args.out, 'bench_fp8.json')}" + (" and bench_fp8.png" if png else ""))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

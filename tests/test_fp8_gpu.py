@@ -1,0 +1,384 @@
+"""GPU tests of the sm_90a FP8 kernels: blockwise quantization (jax_sm100_quantize_fp8)
+and the blockwise-scaled GEMM (jax_sm100_fp8_gemm[_residual][_sfa_t]).
+
+Every test is marked `gpu` and skipped unless the default device is an sm_90 GPU with
+the FP8 targets registered. References:
+  * GEMM: float64 NumPy on the DEQUANTIZED inputs (q * scale), fresh random data per
+    test; pass = DeepGEMM's calc_diff < 1e-3 and ||out - ref|| / ||ref|| < 2e-2, no NaN.
+    Unwritten elements are caught by aliasing the output to a NaN-filled C of the
+    residual target with beta == 0 (which never reads C): any element the kernel misses
+    stays NaN.
+  * quantization: bit-exact against the package's reference quantizer
+    (jax_sm100._fp8._quantize, run on the CPU) and against conftest's NumPy float32
+    emulation; plus the documented properties (block amax -> 448, zero blocks -> scale
+    1 and q 0, saturation, NaN visible).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+import jax_sm100  # noqa: E402
+from jax_sm100 import _ffi_registry as reg  # noqa: E402
+
+from conftest import calc_diff, np_dequantize, np_quantize_f32  # noqa: E402
+
+QUANT = "jax_sm100_quantize_fp8"
+FP8 = "jax_sm100_fp8_gemm"
+FP8_RES = "jax_sm100_fp8_gemm_residual"
+FP8_T = "jax_sm100_fp8_gemm_sfa_t"
+FP8_RES_T = "jax_sm100_fp8_gemm_residual_sfa_t"
+E4M3 = jnp.float8_e4m3fn
+
+
+def _ready() -> tuple[bool, str]:
+  try:
+    dev = jax.devices()[0]
+  except RuntimeError as e:
+    return False, str(e)
+  if dev.platform != "gpu":
+    return False, "no GPU"
+  if str(getattr(dev, "compute_capability", "")) != "9.0":
+    return False, f"needs sm_90, device is {getattr(dev, 'compute_capability', '?')}"
+  missing = {QUANT, FP8, FP8_RES, FP8_T, FP8_RES_T} - set(reg.registered_targets())
+  if missing:
+    return False, f"FP8 targets not registered: {sorted(missing)}"
+  return True, ""
+
+
+_READY, _WHY = _ready()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _READY, reason=_WHY)]
+
+
+def _cdiv(a, b):
+  return -(-a // b)
+
+
+# ---------------------------------------------------------------------------
+# FFI wrappers
+# ---------------------------------------------------------------------------
+
+def ffi_quantize(x, block_rows, scale_transposed=False):
+  r, c = x.shape
+  if block_rows == 1:
+    sshape = (_cdiv(c, 128), _cdiv(r, 4) * 4) if scale_transposed else (r, _cdiv(c, 128))
+  else:
+    sshape = (_cdiv(r, 128), _cdiv(c, 128))
+  out = (jax.ShapeDtypeStruct((r, c), E4M3), jax.ShapeDtypeStruct(sshape, jnp.float32))
+  return jax.ffi.ffi_call(QUANT, out)(x, block_rows=np.int32(block_rows),
+                                      scale_transposed=np.int32(scale_transposed))
+
+
+def a_scale_t(a_scale):
+  """(M, Kb) -> the _sfa_t targets' (Kb, round_up(M, 4)) layout (pad entries 1)."""
+  m = a_scale.shape[0]
+  return jnp.pad(a_scale.T, ((0, 0), (0, _cdiv(m, 4) * 4 - m)), constant_values=1.0)
+
+
+def ffi_fp8(a, sa, b, sb, *, sfa_t=False, c=None, beta=0.0, poison=False):
+  """d = (a*sa) @ (b*sb)^T (+ beta c). poison: residual target with beta 0 and C = NaN
+  aliased to d, so unwritten elements of d stay NaN."""
+  m, n = a.shape[0], b.shape[0]
+  out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+  sa_arg = a_scale_t(sa) if sfa_t else sa
+  if poison:
+    assert c is None
+    nan_c = jnp.full((m, n), jnp.nan, jnp.bfloat16)
+    f = jax.ffi.ffi_call(FP8_RES_T if sfa_t else FP8_RES, out, input_output_aliases={4: 0})
+    return jax.jit(lambda *o: f(*o, beta=np.float32(0.0)), donate_argnums=4)(
+        a, sa_arg, b, sb, nan_c)
+  if c is None:
+    return jax.jit(jax.ffi.ffi_call(FP8_T if sfa_t else FP8, out))(a, sa_arg, b, sb)
+  f = jax.ffi.ffi_call(FP8_RES_T if sfa_t else FP8_RES, out)
+  return jax.jit(lambda *o: f(*o, beta=np.float32(beta)))(a, sa_arg, b, sb, c)
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+def make_operands(rng, m, n, k, *, row_spread=0.0, outliers=0.0):
+  """Quantized a (1x128) and b (128x128) from random float32 data.
+
+  row_spread: rows of a and b multiplied by 10**U(-spread, spread) (scales spanning
+  orders of magnitude); outliers: that fraction of entries multiplied by 100.
+  """
+  x = rng.standard_normal((m, k)).astype(np.float32)
+  w = rng.standard_normal((n, k)).astype(np.float32)
+  if row_spread:
+    x *= (10.0 ** rng.uniform(-row_spread, row_spread, (m, 1))).astype(np.float32)
+    w *= (10.0 ** rng.uniform(-row_spread, row_spread, (n, 1))).astype(np.float32)
+  if outliers:
+    x[rng.random(x.shape) < outliers] *= 100.0
+    w[rng.random(w.shape) < outliers] *= 100.0
+  a, sa = np_quantize_f32(x, (1, 128))
+  b, sb = np_quantize_f32(w, (128, 128))
+  return (jnp.asarray(a), jnp.asarray(sa), jnp.asarray(b), jnp.asarray(sb))
+
+
+def reference(a, sa, b, sb, c=None, beta=0.0):
+  ad = np_dequantize(np.asarray(a), np.asarray(sa), (1, 128))
+  bd = np_dequantize(np.asarray(b), np.asarray(sb), (128, 128))
+  ref = ad @ bd.T
+  if c is not None and beta != 0.0:
+    ref = ref + beta * np.asarray(jnp.asarray(c).astype(jnp.float32), np.float64)
+  return ref
+
+
+def check(got, ref, what=""):
+  got = np.asarray(jnp.asarray(got).astype(jnp.float32), np.float64)
+  assert got.shape == ref.shape, (got.shape, ref.shape)
+  assert np.isfinite(got).all(), f"{what}: {np.count_nonzero(~np.isfinite(got))} non-finite outputs"
+  diff = calc_diff(got, ref)
+  rel = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)
+  assert diff < 1e-3, f"{what}: calc_diff {diff:.3g}"
+  assert rel < 2e-2, f"{what}: relative error {rel:.3g}"
+  return diff, rel
+
+
+# ---------------------------------------------------------------------------
+# GEMM
+# ---------------------------------------------------------------------------
+
+SHAPES = [
+    (256, 256, 512),     # whole tiles
+    (1, 256, 256),       # M = 1 (decode)
+    (16, 512, 384),      # tiny M
+    (200, 136, 208),     # partial M, N (not a multiple of 128), partial K block
+    (130, 520, 1040),    # partial everything, several K blocks
+    (1024, 4096, 256),   # more tiles than SMs (persistent loop)
+    (64, 256, 16384),    # large K (128 K blocks, many promotions)
+]
+
+
+@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_fp8_gemm_random(rng, m, n, k, sfa_t):
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  got = ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, poison=True)
+  check(got, reference(a, sa, b, sb), f"{m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("block_n", ["64", "128", "192"])
+@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t):
+  """Each tile width; 192 makes N tiles straddle two 128-column scale blocks (tiles
+  starting at column 192j cover [64, 256) of a scale-block pair every other tile)."""
+  monkeypatch.setenv("JAX_SM100_FP8_BLOCK_N", block_n)
+  m, n, k = 300, 1096, 640
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  # Distinct b scales per 128-row block make a wrong per-column choice visible.
+  sb = sb * jnp.asarray((2.0 ** np.arange(sb.shape[0]))[:, None], jnp.float32)
+  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, poison=True), reference(a, sa, b, sb),
+        f"BLOCK_N={block_n}")
+
+
+@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+def test_fp8_gemm_scales_span_orders_of_magnitude(rng, sfa_t):
+  a, sa, b, sb = make_operands(rng, 384, 640, 1024, row_spread=3.0)
+  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t), reference(a, sa, b, sb), "row spread 1e+-3")
+
+
+@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+def test_fp8_gemm_outliers(rng, sfa_t):
+  a, sa, b, sb = make_operands(rng, 256, 384, 2048, outliers=1e-3)
+  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t), reference(a, sa, b, sb), "outliers")
+
+
+def test_fp8_promotion_is_per_k_block(rng):
+  """Scales that differ by 2^20 between K blocks: a kernel that accumulated several K
+  blocks in the tensor cores before scaling could not get this right."""
+  m, n, k = 128, 256, 1024
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  kscale = jnp.asarray(2.0 ** (20.0 * (np.arange(k // 128) % 2)), jnp.float32)
+  sa = sa * kscale[None, :]
+  check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "alternating K-block scales")
+
+
+@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+@pytest.mark.parametrize("beta", [1.0, -0.5])
+def test_fp8_gemm_residual(rng, beta, sfa_t):
+  m, n, k = 200, 392, 512
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  c = jnp.asarray(rng.standard_normal((m, n)).astype(np.float32) * 8).astype(jnp.bfloat16)
+  got = ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, c=c, beta=beta)
+  check(got, reference(a, sa, b, sb, c, beta), f"residual beta={beta}")
+
+
+def test_fp8_gemm_residual_beta0_ignores_nan_c(rng):
+  m, n, k = 130, 256, 384
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  c = jnp.full((m, n), jnp.nan, jnp.bfloat16)
+  got = ffi_fp8(a, sa, b, sb, c=c, beta=0.0)
+  check(got, reference(a, sa, b, sb), "beta=0, C = NaN")
+
+
+def test_fp8_gemm_rejects_bad_layouts(rng):
+  a, sa, b, sb = make_operands(rng, 64, 128, 256)
+  with pytest.raises(Exception, match="a_scale"):
+    ffi_fp8(a, sa.T, b, sb).block_until_ready()  # (Kb, M) to the (M, Kb) target
+  with pytest.raises(Exception, match="transposed"):
+    jax.ffi.ffi_call(FP8_T, jax.ShapeDtypeStruct((64, 128), jnp.bfloat16))(
+        a, sa, b, sb).block_until_ready()
+
+
+def test_public_op_uses_kernel_and_matches(rng):
+  m, n, k = 96, 392, 700  # the Python layer pads K to 16 and N to 8
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  f = jax.jit(jax_sm100.fp8_blockwise_matmul)
+  assert "jax_sm100_fp8_gemm" in f.lower(a, sa, b, sb).as_text()
+  check(f(a, sa, b, sb), reference(a, sa, b, sb), "fp8_blockwise_matmul")
+
+
+def test_fp8_dot_forward_and_grad_against_f64(rng):
+  """fp8_dot end to end on the kernels: forward vs the float64 product of the
+  dequantized operands; grads close to the float64 grads of the unquantized product
+  (FP8 noise: a loose but meaningful bound)."""
+  x = jnp.asarray(rng.standard_normal((256, 384)).astype(np.float32)).astype(jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((384, 512)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
+  g = jnp.asarray(rng.standard_normal((256, 512)).astype(np.float32)).astype(jnp.bfloat16)
+  y, vjp = jax.vjp(lambda x, w: jax_sm100.fp8_dot(x, w), x, w)
+  dx, dw = vjp(g)
+  x64, w64, g64 = (np.asarray(v.astype(jnp.float32), np.float64) for v in (x, w, g))
+  for got, ref, name in ((y, x64 @ w64, "y"), (dx, g64 @ w64.T, "dx"), (dw, x64.T @ g64, "dw")):
+    got = np.asarray(got.astype(jnp.float32), np.float64)
+    assert np.isfinite(got).all(), name
+    assert calc_diff(got, ref) < 5e-3, (name, calc_diff(got, ref))
+
+
+# ---------------------------------------------------------------------------
+# Quantization
+# ---------------------------------------------------------------------------
+
+def _reference_quantize_cpu(x, block):
+  from jax_sm100._fp8 import _quantize
+  cpu = jax.devices("cpu")[0]
+  q, s = jax.jit(lambda v: _quantize(v, block, np.dtype(E4M3)), device=cpu)(
+      jax.device_put(x, cpu))
+  return np.asarray(q), np.asarray(s)
+
+
+def _bits_equal(x, y):
+  x, y = np.asarray(x), np.asarray(y)
+  if x.dtype == np.float32:
+    nan = np.isnan(x) & np.isnan(y)
+    return bool(np.all((x.view(np.uint32) == y.view(np.uint32)) | nan))
+  xf, yf = x.astype(np.float32), y.astype(np.float32)
+  nan = np.isnan(xf) & np.isnan(yf)
+  return bool(np.all((x.view(np.uint8) == y.view(np.uint8)) | nan))
+
+
+QSHAPES = [(1, 128), (300, 1000), (257, 130), (128, 4096), (1000, 24)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
+@pytest.mark.parametrize("block_rows", [1, 128])
+@pytest.mark.parametrize("r,c", QSHAPES)
+def test_quantize_bit_exact(rng, r, c, block_rows, dtype):
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x *= (10.0 ** rng.uniform(-4, 4, (r, 1))).astype(np.float32)
+  x[rng.random(x.shape) < 0.01] *= 300.0
+  x = jnp.asarray(x).astype(dtype)
+  q, s = ffi_quantize(x, block_rows)
+  rq, rs = _reference_quantize_cpu(x, (block_rows, 128))
+  assert _bits_equal(s, rs), "scales differ from the reference quantizer"
+  assert _bits_equal(q, rq), "q differs from the reference quantizer"
+  nq, ns = np_quantize_f32(x, (block_rows, 128))
+  assert _bits_equal(s, ns) and _bits_equal(q, nq), "differs from the NumPy emulation"
+
+
+def test_quantize_transposed_scale_layout(rng):
+  x = jnp.asarray(rng.standard_normal((301, 1000)).astype(np.float32)).astype(jnp.bfloat16)
+  q, s = ffi_quantize(x, 1)
+  qt, st = ffi_quantize(x, 1, scale_transposed=True)
+  assert _bits_equal(q, qt)
+  st = np.asarray(st)
+  assert st.shape == (8, 304)
+  assert _bits_equal(st[:, :301], np.asarray(s).T)
+  assert np.all(st[:, 301:] == 1.0), "pad entries must be 1"
+
+
+@pytest.mark.parametrize("block_rows", [1, 128])
+def test_quantize_properties(rng, block_rows):
+  r, c = 256, 512
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x[:block_rows, :128] = 0.0                    # an all-zero block
+  x[-block_rows:, -128:] *= 1e30                # far beyond e4m3's range before scaling
+  q, s = ffi_quantize(jnp.asarray(x), block_rows)
+  q32 = np.asarray(q).astype(np.float32)
+  s = np.asarray(s)
+  assert np.all(np.isfinite(q32)) and np.all(np.isfinite(s))
+  # Zero block: scale 1, q exactly 0.
+  assert s[0, 0] == 1.0 and np.all(q32[:block_rows, :128] == 0.0)
+  # Every other block's amax maps to +-448 (saturating, never beyond).
+  blocks = np.abs(q32).reshape(r // block_rows, block_rows, c // 128, 128).max(axis=(1, 3))
+  blocks[0, 0] = 448.0
+  assert np.all(blocks == 448.0), blocks.min()
+  # Round trip: |x - q*s| <= half an e4m3 ulp of the block max (2^-4 relative to 448... )
+  deq = np_dequantize(q, s, (block_rows, 128))
+  bmax = np.repeat(np.repeat(s * 448.0, block_rows, 0), 128, 1)
+  assert np.all(np.abs(deq - x) <= bmax * 2.0**-4 + 1e-30)
+
+
+def test_quantize_nan_block_stays_visible(rng):
+  x = rng.standard_normal((4, 256)).astype(np.float32)
+  x[1, 5] = np.nan
+  q, s = ffi_quantize(jnp.asarray(x), 1)
+  s = np.asarray(s)
+  assert np.isnan(s[1, 0]) and np.isfinite(s[1, 1]) and np.isfinite(s[0]).all()
+  assert np.isnan(np.asarray(q).astype(np.float32)[1, :128]).all()
+
+
+# ---------------------------------------------------------------------------
+# compute-sanitizer
+# ---------------------------------------------------------------------------
+
+_SANITIZER_SCRIPT = textwrap.dedent("""
+    import numpy as np, jax, jax.numpy as jnp, jax_sm100
+    from jax_sm100 import _ffi_registry  # registers the targets
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((200, 300)).astype(np.float32)).astype(jnp.bfloat16)
+    for br in (1, 128):
+      q, s = jax.ffi.ffi_call("jax_sm100_quantize_fp8", (
+          jax.ShapeDtypeStruct(x.shape, jnp.float8_e4m3fn),
+          jax.ShapeDtypeStruct((200 if br == 1 else 2, 3), jnp.float32)))(
+              x, block_rows=np.int32(br), scale_transposed=np.int32(0))
+      q.block_until_ready()
+    m, n, k = 130, 200, 272
+    a = jnp.asarray(rng.standard_normal((m, k))).astype(jnp.float8_e4m3fn)
+    b = jnp.asarray(rng.standard_normal((n, k))).astype(jnp.float8_e4m3fn)
+    sa = jnp.ones((m, 3), jnp.float32); sb = jnp.ones((2, 3), jnp.float32)
+    c = jnp.ones((m, n), jnp.bfloat16)
+    out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sa, b, sb).block_until_ready()
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
+        a, sa, b, sb, c, beta=np.float32(0.5)).block_until_ready()
+    sat = jnp.pad(sa.T, ((0, 0), (0, 2)))
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", out)(a, sat, b, sb).block_until_ready()
+    print("SANITIZER_SCRIPT_DONE")
+""")
+
+
+def test_compute_sanitizer_memcheck(tmp_path):
+  exe = shutil.which("compute-sanitizer")
+  if exe is None:
+    pytest.skip("compute-sanitizer not found")
+  script = tmp_path / "fp8_sanitize.py"
+  script.write_text(_SANITIZER_SCRIPT)
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  r = subprocess.run([exe, "--tool", "memcheck", "--kernel-name", "regex:fp8|quantize",
+                      sys.executable, str(script)], capture_output=True, text=True,
+                     timeout=300, env=env)
+  out = r.stdout + r.stderr
+  assert "SANITIZER_SCRIPT_DONE" in out, out[-3000:]
+  assert "ERROR SUMMARY: 0 errors" in out, out[-3000:]
