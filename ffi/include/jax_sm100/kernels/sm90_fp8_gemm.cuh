@@ -368,8 +368,9 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     if (t128 == 0 && live) {
 #pragma unroll
       for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
-        ptx::tma_store_2d(map_d, d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, n0 + ch * Cfg::kEpiChunk,
-                          mt * Cfg::BLOCK_M + wg * Cfg::WG_M);
+        if (n0 + ch * Cfg::kEpiChunk < p.n)  // chunks wholly past N: nothing to write
+          ptx::tma_store_2d(map_d, d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, n0 + ch * Cfg::kEpiChunk,
+                            mt * Cfg::BLOCK_M + wg * Cfg::WG_M);
       ptx::tma_store_commit_group();
     }
   }
