@@ -1,0 +1,111 @@
+"""backend(): capability detection, the force-reference switch, registration,
+and import without the compiled module."""
+import os
+import subprocess
+import sys
+import types
+
+import jax
+import pytest
+
+import jax_sm100
+from jax_sm100 import _backend, _ffi_registry
+
+
+def _device(platform="gpu", cc="9.0", version="cuda 12080"):
+  return types.SimpleNamespace(platform=platform, compute_capability=cc,
+                               client=types.SimpleNamespace(platform_version=version))
+
+
+@pytest.fixture
+def built_with(monkeypatch):
+  """Pretend the extension was built with CUDA for the given archs."""
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+
+  def set_(archs=("sm_90a", "sm_100a"), sm100=frozenset(), device=None):
+    monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: True)
+    monkeypatch.setattr(_ffi_registry, "cuda_archs", lambda: tuple(archs))
+    monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: frozenset(sm100))
+    monkeypatch.setattr(_backend, "_default_device", lambda: device)
+  return set_
+
+
+@pytest.mark.parametrize("device,archs,sm100,want", [
+    (_device(cc="9.0"), ("sm_90a", "sm_100a"), (), "sm90"),
+    (_device(cc="9.0"), ("sm_90a",), (), "sm90"),
+    (_device(cc="9.0"), ("sm_100a",), (), "reference"),        # no sm_90a code
+    (_device(cc="8.0"), ("sm_90a", "sm_100a"), (), "reference"),  # Ampere
+    (_device(cc="8.9"), ("sm_90a",), (), "reference"),
+    (_device(cc="12.0"), ("sm_90a", "sm_100a"), (), "reference"),  # consumer Blackwell
+    (_device(cc="10.0"), ("sm_90a", "sm_100a"), (), "reference"),  # no sm100 kernel yet
+    (_device(cc="10.0"), ("sm_90a", "sm_100a"), ("jax_sm100_gemm",), "sm100"),
+    (_device(cc="10.0"), ("sm_90a",), ("jax_sm100_gemm",), "reference"),
+    (_device(cc="gfx90a", version="rocm 6.0"), ("sm_90a",), (), "reference"),
+    (_device(platform="cpu", cc=None, version="cpu"), ("sm_90a",), (), "reference"),
+])
+def test_backend_from_capabilities(built_with, device, archs, sm100, want):
+  built_with(archs=archs, sm100=sm100, device=device)
+  assert jax_sm100.backend() == want
+
+
+def test_force_reference_env(built_with, monkeypatch):
+  built_with(device=_device(cc="9.0"))
+  assert jax_sm100.backend() == "sm90"
+  monkeypatch.setenv("JAX_SM100_FORCE_REFERENCE", "1")
+  assert jax_sm100.backend() == "reference"
+  monkeypatch.setenv("JAX_SM100_FORCE_REFERENCE", "0")
+  assert jax_sm100.backend() == "sm90"
+
+
+def test_no_kernels_means_reference(monkeypatch):
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: False)
+  monkeypatch.setattr(_backend, "_default_device", lambda: _device(cc="9.0"))
+  assert jax_sm100.backend() == "reference"
+
+
+def test_this_machine():
+  # On a machine without a CUDA GPU of cc 9.0 the ops take the reference path.
+  dev = jax.devices()[0]
+  if dev.platform != "gpu":
+    assert jax_sm100.backend() == "reference"
+  assert jax_sm100.backend() in ("sm90", "sm100", "reference")
+
+
+def test_registration_registers_every_capsule_for_cuda(monkeypatch):
+  seen = []
+  fake = types.SimpleNamespace(has_cuda=lambda: True,
+                               registrations=lambda: {"jax_sm100_gemm": "capsule-1",
+                                                      "jax_sm100_other": "capsule-2"})
+  monkeypatch.setattr(_ffi_registry, "_ffi", fake)
+  monkeypatch.setattr(jax.ffi, "register_ffi_target",
+                      lambda name, cap, platform: seen.append((name, cap, platform)))
+  assert _ffi_registry._register_all() == {"jax_sm100_gemm", "jax_sm100_other"}
+  assert sorted(seen) == [("jax_sm100_gemm", "capsule-1", "CUDA"),
+                          ("jax_sm100_other", "capsule-2", "CUDA")]
+
+
+def test_import_without_compiled_module_warns_and_uses_reference(tmp_path):
+  # Block `jax_sm100._ffi` and import the package in a fresh interpreter.
+  code = """
+import importlib.abc, sys, warnings
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "jax_sm100._ffi":
+            raise ImportError("blocked by test")
+sys.meta_path.insert(0, Block())
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    import jax_sm100, jax.numpy as jnp
+    msgs = [str(x.message) for x in w]
+assert any("could not be loaded" in m and "blocked by test" in m for m in msgs), msgs
+assert jax_sm100.backend() == "reference"
+assert jax_sm100.matmul(jnp.ones((2, 3)), jnp.ones((3, 4))).shape == (2, 4)
+print("ok")
+"""
+  env = dict(os.environ)
+  pkg_root = os.path.dirname(os.path.dirname(jax_sm100.__file__))
+  env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                       text=True, timeout=120)
+  assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
