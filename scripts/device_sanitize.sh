@@ -7,6 +7,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 cat > /tmp/sanitize_gemm.py <<'PY'
 import jax, jax.numpy as jnp, numpy as np
+import jax_sm100  # registers the FFI targets
 rng = np.random.default_rng(0)
 def r(shape, dt=jnp.bfloat16): return jnp.asarray(rng.standard_normal(shape, dtype=np.float32)).astype(dt)
 m, n, k = 136, 200, 200
