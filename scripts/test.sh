@@ -14,7 +14,9 @@ if command -v nvcc >/dev/null 2>&1 && [ "${JAX_SM100_ENABLE_CUDA:-ON}" != "OFF" 
 fi
 cd "$repo"
 set +e
-python -m pytest -ra "$@" tests
+# `pytest`, not `python -m pytest`: -m puts the checkout on sys.path, so the
+# source tree's jax_sm100/ (which has no compiled _ffi) would shadow the install.
+pytest -ra "$@" tests
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
