@@ -43,6 +43,7 @@ E4M3 = np.dtype(jnp.float8_e4m3fn)
 KERNEL_IN = (BF16, np.dtype(jnp.float16))
 KERNEL_OUT = (BF16, np.dtype(jnp.float16), F32)
 FP8_BLOCK = 128  # the fp8 kernels' scaling block (1x128 for a, 128x128 for b)
+FP8_MAX_K = 65536  # the sm90 fp8 kernel keeps all of a row's K-block scales on chip
 
 
 def _round_up(n: int, m: int) -> int:
@@ -305,7 +306,7 @@ def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, c, beta: float, out_dtype):
   target = reg.FP8_GEMM if c is None else reg.FP8_GEMM_RESIDUAL
   if (ctx.can_call(target) and a.dtype == E4M3 and b.dtype == E4M3
       and out_dtype == BF16 and (c is None or c.dtype == BF16)
-      and all(s > 0 for s in (*a.shape, *b.shape))):
+      and all(s > 0 for s in (*a.shape, *b.shape)) and a.shape[1] <= FP8_MAX_K):
     if c is None:
       return _fp8_kernel(False, 0.0)(a, a_scale, b, b_scale)
     return _fp8_kernel(True, float(beta))(a, a_scale, b, b_scale, c)
