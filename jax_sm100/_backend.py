@@ -13,7 +13,7 @@ FORCE_REFERENCE_ENV = "JAX_SM100_FORCE_REFERENCE"
 
 
 def _default_device():
-  dev = jax.config.jax_default_device
+  dev = getattr(jax.config, "jax_default_device", None)
   if isinstance(dev, str):  # a platform name such as "cpu"
     return jax.devices(dev)[0]
   return dev if dev is not None else jax.devices()[0]
@@ -55,6 +55,9 @@ def backend() -> str:
   capability 9.0 with sm_90a code; 'sm100': 10.0 with sm_100a code and at least
   one sm100 kernel). Each op additionally needs its FFI target registered and
   a supported dtype/shape, else it uses the reference for that call.
+
+  The ops read this when they are traced: a function already traced by jax.jit
+  keeps the path it was traced with.
   """
   if os.environ.get(FORCE_REFERENCE_ENV, "") not in ("", "0"):
     return "reference"

@@ -109,3 +109,9 @@ print("ok")
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                        text=True, timeout=120)
   assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_flax_submodule_is_lazy_attribute():
+  import importlib
+  assert jax_sm100.flax is importlib.import_module("jax_sm100.flax")
+  assert {"Dense", "Fp8Dense", "Linear", "Fp8Linear"} <= set(dir(jax_sm100.flax))

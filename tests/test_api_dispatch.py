@@ -111,6 +111,12 @@ def test_vmap_is_one_launch(fake_sm90):
   assert len(calls) == 1 and calls[0][3] == "tensor<5x16x8xbf16>"
   calls, _ = custom_calls(jax.vmap(jax.grad(sq_loss(jax_sm100.matmul), (0, 1))), a, b)
   assert len(calls) == 3 and all(c[3].startswith("tensor<5x") for c in calls)
+  # grad of vmap (b shared): still three launches
+  loss = lambda a, b: jnp.sum(jax.vmap(jax_sm100.matmul, (0, None))(a, b[0])
+                              .astype(jnp.float32) ** 2)
+  calls, _ = custom_calls(jax.grad(loss, (0, 1)), a, b)
+  assert len(calls) == 3 and flags(calls) == [("false", "false"), ("false", "true"),
+                                              ("true", "false")]
   # nested vmap with an unbatched operand: still one launch, b not broadcast
   calls, _ = custom_calls(jax.vmap(jax.vmap(jax_sm100.matmul, (0, None)), (0, None)),
                           jnp.ones((3, 5, 16, 32), BF16), jnp.ones((32, 8), BF16))

@@ -2,7 +2,6 @@
 DeepSeek-V3 backward) against float64 NumPy."""
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 import pytest
 
