@@ -47,7 +47,7 @@ LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 245
          (4096, 7168, 2048)]
 SMALL = [(2048, 2048, 2048), (128, 7168, 4096), (64, 7168, 4096), (16, 4096, 7168)]
 QUICK = [(4096, 7168, 16384), (8192, 8192, 8192), (4096, 4096, 4096), (128, 7168, 4096)]
-N_SETS = 4  # distinct input sets per timing (4 x 64 MB of fp8 operands defeat the 50 MB L2)
+N_SETS = 16  # distinct input sets for the quantization timing (16 x 128 MB)
 E4M3 = jnp.float8_e4m3fn
 
 
@@ -64,16 +64,27 @@ def _commit():
 
 
 def time_jax(fn, sets, reps):
-  """Seconds per call of fn(*set): one jit over all sets, median over reps."""
-  many = jax.jit(lambda ss: [fn(*s) for s in ss])
-  out = many(sets)
-  jax.block_until_ready(out)
-  times = []
-  for _ in range(reps):
-    t0 = time.perf_counter()
-    jax.block_until_ready(many(sets))
-    times.append((time.perf_counter() - t0) / len(sets))
-  return statistics.median(times)
+  """Seconds per call of fn(*set): each measurement is one jit over several distinct
+  input sets (median over reps); the per-call time is the DIFFERENCE between all sets
+  and the first two, divided by the extra sets, so the host's dispatch and sync latency
+  (tens of microseconds, large next to a 100-microsecond op) cancels out."""
+  def measure(ss):
+    many = jax.jit(lambda ss: [fn(*s) for s in ss])
+    jax.block_until_ready(many(ss))
+    times = []
+    for _ in range(reps):
+      t0 = time.perf_counter()
+      jax.block_until_ready(many(ss))
+      times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+  if len(sets) >= 4:
+    return max((measure(sets) - measure(sets[:2])) / (len(sets) - 2), 1e-9)
+  return measure(sets) / len(sets)
+
+
+def n_sets_for(m, n, k):
+  """Enough distinct input sets that the timed work dwarfs dispatch jitter."""
+  return 8 if 2.0 * m * n * k > 5e10 else 32
 
 
 def time_torch(torch, fn, sets, reps):
@@ -218,7 +229,8 @@ def bench_gemm(shapes, reps, log):
   rows = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
-    sets = quantized_sets(m, n, k, N_SETS)
+    ns = n_sets_for(m, n, k)
+    sets = quantized_sets(m, n, k, ns)
     row = {"shape": [m, n, k]}
     t = time_jax(lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps)
     row["ours"] = flops / t / 1e12
@@ -252,7 +264,7 @@ def bench_gemm(shapes, reps, log):
       torch.cuda.empty_cache()
     key = jax.random.PRNGKey(1)
     bsets = []
-    for _ in range(N_SETS):
+    for _ in range(ns):
       key, k1, k2 = jax.random.split(key, 3)
       bsets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
                     jax.random.normal(k2, (k, n), jnp.bfloat16)))
@@ -267,6 +279,31 @@ def bench_gemm(shapes, reps, log):
     log("  " + " ".join(f"{kk}={v:.1f}" if isinstance(v, float) and kk != "ours_calc_diff"
                         else f"{kk}={v}" for kk, v in row.items()))
   return rows, blk_name, why
+
+
+def sweep(shapes, reps, log):
+  """ours / ours_tma for each tile width and cluster size (env overrides read by the
+  FFI handler at run time), to pick the defaults."""
+  out = []
+  for (m, n, k) in shapes:
+    flops = 2.0 * m * n * k
+    sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
+    tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
+    tma = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+    for bn in ("128", "192"):
+      for cl in ("1", "2"):
+        os.environ["JAX_SM100_FP8_BLOCK_N"], os.environ["JAX_SM100_FP8_CLUSTER"] = bn, cl
+        r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl)}
+        r["ours"] = flops / time_jax(
+            lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12
+        r["ours_tma"] = flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12
+        out.append(r)
+        log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl}: ours {r['ours']:.1f}  "
+            f"ours_tma {r['ours_tma']:.1f} TFLOP/s")
+    del sets, tsets
+  os.environ.pop("JAX_SM100_FP8_BLOCK_N", None)
+  os.environ.pop("JAX_SM100_FP8_CLUSTER", None)
+  return out
 
 
 def bench_quant(reps, log, quick):
@@ -342,6 +379,10 @@ def main(argv=None):
   ap.add_argument("--out", required=True)
   ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
   ap.add_argument("--no-quant", action="store_true")
+  ap.add_argument("--once", type=int, nargs=3, metavar=("M", "N", "K"),
+                  help="run each FP8 GEMM variant twice on one shape and exit (for ncu)")
+  ap.add_argument("--sweep", action="store_true",
+                  help="also time each tile width x cluster size (JAX_SM100_FP8_BLOCK_N/_CLUSTER)")
   args = ap.parse_args(argv)
   os.makedirs(args.out, exist_ok=True)
   log = lambda s: print(s, flush=True)  # noqa: E731
@@ -350,11 +391,24 @@ def main(argv=None):
   if jax_sm100.backend() != "sm90" or reg.FP8_GEMM not in reg.registered_targets():
     log("the FP8 kernels are not available here (needs an sm_90 GPU and a CUDA build)")
     return 1
+  if args.once:
+    m, n, k = args.once
+    (a, sa, b, sb), = quantized_sets(m, n, k, 1)
+    tma = jax.jit(jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t",
+                                   jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
+    st = a_scale_t(sa)
+    f = jax.jit(jax_sm100.fp8_blockwise_matmul)
+    for _ in range(2):
+      jax.block_until_ready(tma(a, st, b, sb))
+      jax.block_until_ready(f(a, sa, b, sb))
+    log("once: done")
+    return 0
   reps = 5 if args.quick else 20
   shapes = QUICK if args.quick else LARGE + SMALL
   log("GEMM (TFLOP/s):")
   rows, blk_name, why = bench_gemm(shapes, reps, log)
   quant = [] if args.no_quant else (log("quantization (GB/s):") or bench_quant(reps, log, args.quick))
+  sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:2], reps, log)) if args.sweep else []
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
   summary = {}
@@ -367,7 +421,7 @@ def main(argv=None):
       "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
       "commit": _commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
       "torch_blockwise_call": blk_name, "torch_note": why, "gemm": rows,
-      "quantize": quant, "summary": summary,
+      "quantize": quant, "sweep": sw, "summary": summary,
   }
   with open(os.path.join(args.out, "bench_fp8.json"), "w") as f:
     json.dump(result, f, indent=1)

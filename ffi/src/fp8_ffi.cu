@@ -78,6 +78,16 @@ int pick_block_n(int64_t m, int64_t n) {
   return tiles128 < sm_count() ? 64 : 128;
 }
 
+/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 overrides): 2 (pairs of M tiles
+/// share B through TMA multicast) whenever there are at least two M tiles.
+int pick_cluster(int64_t m) {
+  if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
+    const int v = std::atoi(env);
+    if (v == 1 || v == 2) return v;
+  }
+  return m > 128 ? 2 : 1;
+}
+
 struct Operands {
   const void* a;
   const float* a_scale;  // (M, Kb) or transposed (Kb, Mp), per target
@@ -89,9 +99,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA>
+template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA, CLUSTER>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -111,7 +121,7 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
                   Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty())
     err = encode_2d(&map_b, o.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.n, o.k, Cfg::BLOCK_K,
-                    Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
+                    Cfg::BLOCK_N / CLUSTER, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty() && Cfg::kScaleATma)
     err = encode_2d(&map_sfa, o.a_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
                     o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -135,9 +145,39 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.b_scale = o.b_scale;
   p.a_scale = o.a_scale;
   p.beta = o.beta;
-  const int64_t tiles = int64_t(p.num_m_tiles) * p.num_n_tiles;
-  const int grid = static_cast<int>(tiles < sm_count() ? tiles : sm_count());
-  kernel<<<grid, Cfg::kThreads, smem, stream>>>(map_a, map_b, map_sfa, map_d, map_c, p);
+  // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
+  // tiles. How many clusters fit at once comes from the occupancy API (cached).
+  const int64_t cluster_tiles =
+      int64_t((p.num_m_tiles + CLUSTER - 1) / CLUSTER) * p.num_n_tiles;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CLUSTER;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  static int max_clusters = 0;  // per instantiation
+  if (max_clusters == 0) {
+    cfg.gridDim = dim3(static_cast<unsigned>(sm_count() / CLUSTER * CLUSTER), 1, 1);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      n = sm_count() / CLUSTER;
+    }
+    max_clusters = n;
+  }
+  const int64_t clusters = cluster_tiles < max_clusters ? cluster_tiles : max_clusters;
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * CLUSTER), 1, 1);
+  cudaError_t le = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sfa, map_d, map_c, p);
+  if (le != cudaSuccess) {
+    cudaGetLastError();
+    return ffi::Error::Internal(std::string("fp8_gemm: kernel launch failed: ") +
+                                cudaGetErrorString(le));
+  }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     return ffi::Error::Internal(std::string("fp8_gemm: kernel launch failed: ") +
@@ -166,12 +206,22 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
     return ffi::Error::InvalidArgument(
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
-  switch (pick_block_n(o.m, o.n)) {
-    case 64: return launch<64, RESIDUAL, SFA>(stream, o);
-    case 192:  // residual: C staging leaves too little smem for 192-wide stages
-      if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA>(stream, o);
-      else return launch<192, RESIDUAL, SFA>(stream, o);
-    default: return launch<128, RESIDUAL, SFA>(stream, o);
+  const int bn = pick_block_n(o.m, o.n);
+  if (pick_cluster(o.m) == 2) {
+    switch (bn) {
+      case 64: return launch<64, RESIDUAL, SFA, 2>(stream, o);
+      case 192:  // residual: C staging leaves too little smem for 192-wide stages
+        if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 2>(stream, o);
+        else return launch<192, RESIDUAL, SFA, 2>(stream, o);
+      default: return launch<128, RESIDUAL, SFA, 2>(stream, o);
+    }
+  }
+  switch (bn) {
+    case 64: return launch<64, RESIDUAL, SFA, 1>(stream, o);
+    case 192:
+      if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 1>(stream, o);
+      else return launch<192, RESIDUAL, SFA, 1>(stream, o);
+    default: return launch<128, RESIDUAL, SFA, 1>(stream, o);
   }
 }
 

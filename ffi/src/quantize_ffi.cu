@@ -48,9 +48,9 @@ cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, in
   const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
   if (block_rows == 1) {
     const int64_t groups = rows * col_blocks;
-    // 4 groups per warp, 8 warps per CTA; cap at 8 CTAs per SM (full occupancy) and let
+    // 8 groups per warp step, 8 warps per CTA; cap at 8 CTAs per SM (full occupancy) and let
     // the kernel's grid-stride loop cover the rest.
-    int64_t ctas = (groups + 31) / 32;
+    int64_t ctas = (groups + 63) / 64;  // 8 warps x 8 groups per step
     const int64_t cap = int64_t(sm_count()) * 8;
     if (ctas > cap) ctas = cap;
     if (ctas < 1) ctas = 1;

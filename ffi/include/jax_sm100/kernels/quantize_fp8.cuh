@@ -48,25 +48,54 @@ __device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return
 template <>
 __device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
 
-/// Loads x[c0 .. c0+16) of one row into fp32; elements at or past `cols` read as 0.
+/// 16 consecutive elements of one row in their input format (16 x sizeof(T) bytes):
+/// kept raw in registers so a thread can hold several chunks cheaply.
+template <typename T>
+struct RawChunk {
+  static constexpr int kVecs = kChunk * sizeof(T) / 16;
+  uint4 v[kVecs];
+};
+
+/// Loads x[c0 .. c0+16) of one row; elements at or past `cols` read as 0.
 /// `vec`: the 16 elements exist and are 16-byte aligned (then 16-byte loads).
 template <typename T>
-__device__ __forceinline__ void load_chunk(const T* row, int64_t c0, int64_t cols, bool vec,
-                                           float (&v)[kChunk]) {
+__device__ __forceinline__ void load_raw(const T* row, int64_t c0, int64_t cols, bool vec,
+                                         RawChunk<T>& r) {
   if (vec) {
-    constexpr int kPerVec = 16 / sizeof(T);
     const uint4* p = reinterpret_cast<const uint4*>(row + c0);
 #pragma unroll
-    for (int i = 0; i < kChunk / kPerVec; ++i) {
-      uint4 raw = __ldg(p + i);
-      const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int j = 0; j < kPerVec; ++j) v[i * kPerVec + j] = to_f32<T>(e[j]);
-    }
+    for (int i = 0; i < RawChunk<T>::kVecs; ++i) r.v[i] = __ldg(p + i);
   } else {
+    T* e = reinterpret_cast<T*>(r.v);
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) v[i] = (c0 + i < cols) ? to_f32<T>(row[c0 + i]) : 0.0f;
+    for (int i = 0; i < kChunk; ++i) e[i] = (c0 + i < cols) ? row[c0 + i] : T(0.0f);
   }
+}
+
+template <typename T>
+__device__ __forceinline__ void zero_raw(RawChunk<T>& r) {
+#pragma unroll
+  for (int i = 0; i < RawChunk<T>::kVecs; ++i) r.v[i] = make_uint4(0, 0, 0, 0);
+}
+
+template <typename T>
+__device__ __forceinline__ void to_floats(const RawChunk<T>& r, float (&v)[kChunk]) {
+  const T* e = reinterpret_cast<const T*>(r.v);
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) v[i] = to_f32<T>(e[i]);
+}
+
+/// NaN propagates through amax like the reference's jnp.max (fmaxf would drop it).
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+}
+
+/// max |v| over a chunk (NaN-propagating).
+__device__ __forceinline__ float chunk_absmax(const float (&v)[kChunk]) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) m = nan_max(m, fabsf(v[i]));
+  return m;
 }
 
 /// Quantizes 16 values by the block's scale `s` (times its once-rounded reciprocal, as
@@ -95,11 +124,6 @@ __device__ __forceinline__ void store_chunk(uint8_t* row, int64_t c0, int64_t co
   }
 }
 
-/// NaN propagates through amax like the reference's jnp.max (fmaxf would drop it).
-__device__ __forceinline__ float nan_max(float a, float b) {
-  return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
-}
-
 /// The stored scale of a block: amax * f32(1/448), or 1 where that is 0 (an all-zero
 /// block, or underflow). NaN stays NaN, as in the reference.
 __device__ __forceinline__ float block_scale(float amax) {
@@ -108,7 +132,7 @@ __device__ __forceinline__ float block_scale(float amax) {
 }
 
 /// 1x128 blocks. Groups of 8 consecutive threads own one (row, column-block); a warp
-/// owns 4 groups per step, and loops stay warp-uniform so the shuffles see all lanes.
+/// owns 8 groups per step, and loops stay warp-uniform so the shuffles see all lanes.
 /// scale_transposed: write scale[cb * scale_ld + row] (scale_ld = Rp) instead of
 /// scale[row * Cb + cb]; the pad rows [R, Rp) get 1.
 template <typename T, bool kScaleTransposed>
@@ -132,40 +156,47 @@ __global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict
     }
   }
 
-  for (int64_t base = warp_global * 4; base < groups; base += warps_total * 4) {
-    const int64_t g = base + lane / kThreadsPerRowBlock;
-    const bool live = g < groups;
-    const int64_t row = live ? g / col_blocks : 0;
-    const int64_t cb = live ? g % col_blocks : 0;
-    const int64_t c0 = cb * kBlock + sub * kChunk;
-    const bool vec = aligned && (c0 + kChunk <= cols);
-    float v[kChunk];
-    if (live) {
-      load_chunk<T>(x + row * cols, c0, cols, vec, v);
-    } else {
+  // Each step a warp owns 8 groups (2 per thread): both chunks' loads are issued before
+  // either is used, so 64 bytes per thread are in flight.
+  constexpr int kU = 2;
+  for (int64_t base = warp_global * 4 * kU; base < groups; base += warps_total * 4 * kU) {
+    RawChunk<T> raw[kU];
+    int64_t row[kU], cb[kU], c0[kU];
+    bool live[kU], vec[kU];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) v[i] = 0.0f;
+    for (int u = 0; u < kU; ++u) {
+      const int64_t g = base + u * 4 + lane / kThreadsPerRowBlock;
+      live[u] = g < groups;
+      row[u] = live[u] ? g / col_blocks : 0;
+      cb[u] = live[u] ? g - row[u] * col_blocks : 0;
+      c0[u] = cb[u] * kBlock + sub * kChunk;
+      vec[u] = aligned && (c0[u] + kChunk <= cols);
+      if (live[u]) load_raw<T>(x + row[u] * cols, c0[u], cols, vec[u], raw[u]);
+      else zero_raw<T>(raw[u]);
     }
-    float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) amax = nan_max(amax, fabsf(v[i]));
+    for (int u = 0; u < kU; ++u) {
+      float v[kChunk];
+      to_floats<T>(raw[u], v);
+      float amax = chunk_absmax(v);
 #pragma unroll
-    for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
-      amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const float sc = block_scale(amax);
-    if (live) {
-      if (sub == 0) {
-        if (kScaleTransposed) scale[cb * scale_ld + row] = sc;
-        else scale[row * col_blocks + cb] = sc;
+      for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
+        amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float sc = block_scale(amax);
+      if (live[u]) {
+        if (sub == 0) {
+          if (kScaleTransposed) scale[cb[u] * scale_ld + row[u]] = sc;
+          else scale[row[u] * col_blocks + cb[u]] = sc;
+        }
+        store_chunk(q + row[u] * cols, c0[u], cols, vec[u], v, sc);
       }
-      store_chunk(q + row * cols, c0, cols, vec, v, sc);
     }
   }
 }
 
 /// 128x128 blocks: one CTA of 256 threads per block. Thread t covers 16 columns
 /// (t % 8) of rows t/8 + 32*i, i < 4; the block amax goes through shared memory; the
-/// 64 values stay in registers between the amax and the quantization.
+/// 64 inputs stay in registers (raw) between the amax and the quantization.
 template <typename T>
 __global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restrict__ x,
                                                                uint8_t* __restrict__ q,
@@ -182,19 +213,19 @@ __global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restri
   const int64_t c0 = cb * kBlock + sub * kChunk;
   const bool vec = aligned && (c0 + kChunk <= cols);
 
-  float v[kPasses][kChunk];
+  RawChunk<T> raw[kPasses];  // raw input (32 registers for 16-bit types), read twice
   float amax = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
-    if (row < rows) {
-      load_chunk<T>(x + row * cols, c0, cols, vec, v[p]);
-    } else {
+    if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[p]);
+    else zero_raw<T>(raw[p]);
+  }
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) v[p][i] = 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) amax = nan_max(amax, fabsf(v[p][i]));
+  for (int p = 0; p < kPasses; ++p) {
+    float v[kChunk];
+    to_floats<T>(raw[p], v);
+    amax = nan_max(amax, chunk_absmax(v));
   }
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
@@ -209,7 +240,9 @@ __global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restri
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
-    if (row < rows) store_chunk(q + row * cols, c0, cols, vec, v[p], s);
+    float v[kChunk];
+    to_floats<T>(raw[p], v);
+    if (row < rows) store_chunk(q + row * cols, c0, cols, vec, v, s);
   }
 }
 

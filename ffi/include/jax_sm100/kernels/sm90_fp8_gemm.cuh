@@ -63,7 +63,7 @@ constexpr uint32_t kSmemLimit = 232448;
 ///           the TMA thread's expect_tx + 32 lanes).
 enum class ScaleALoad { kTma, kAsync };
 
-template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma>
+template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma, int CLUSTER_ = 1>
 struct Fp8GemmConfig {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
@@ -71,6 +71,10 @@ struct Fp8GemmConfig {
   static constexpr int kScaleBlock = 128;
   static constexpr bool kResidual = RESIDUAL_;
   static constexpr bool kScaleATma = SCALE_A_ == ScaleALoad::kTma;
+  // CTAs per cluster along M. 2: the pair shares its N tile, each CTA loads half of B and
+  // multicasts it to both (halves B's L2->SM traffic); consumers free a stage in both CTAs.
+  static constexpr int kCluster = CLUSTER_;
+  static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = BLOCK_M / kMathWGs;  // 64 rows = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -88,6 +92,7 @@ struct Fp8GemmConfig {
                 "BLOCK_N in {64, 128, 192}: 64-column epilogue chunks, <= 2 scale blocks per "
                 "tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
   static_assert(BLOCK_K == kScaleBlock, "one K stage must be exactly one scale block");
+  static_assert((BLOCK_N / kCluster) % 8 == 0, "B multicast halves must be whole 8-row swizzle atoms");
 
   using Payload = pipeline::BlockwiseFP8TilePayload<uint8_t, uint8_t, float, BLOCK_M * BLOCK_K,
                                                     BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
@@ -138,17 +143,21 @@ struct Fp8GemmParams {
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk kGroupM M
 /// tiles down one N column before moving right, so a wave of CTAs shares A rows and B
-/// columns. (A stand-in with the same contract as the bf16 kernel's scheduler.)
+/// columns. With clusters, the order is over cluster tiles (cluster_m consecutive M
+/// tiles, one N tile); CTA `rank` of a cluster takes M tile cluster_row * cluster + rank.
+/// (A stand-in with the same contract as the bf16 kernel's scheduler.)
 struct GroupedTileOrder {
   static constexpr int kGroupM = 8;
-  int num_m, num_n;
+  int num_m, num_n;  // cluster rows (ceil(M tiles / cluster)), N tiles
+  int cluster, rank;
+  int first, stride;  // this cluster's first cluster tile, number of clusters
   __device__ __forceinline__ void tile(int t, int& mt, int& nt) const {
     const int per_group = kGroupM * num_n;
     const int group = t / per_group;
     const int first_m = group * kGroupM;
     const int rows = min(kGroupM, num_m - first_m);
     const int in_group = t - group * per_group;
-    mt = first_m + in_group % rows;
+    mt = (first_m + in_group % rows) * cluster + rank;
     nt = in_group / rows;
   }
   __device__ __forceinline__ int count() const { return num_m * num_n; }
@@ -172,6 +181,34 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
                : "memory");
 }
 
+/// B tile of K block kb, N tile nt. Cluster of 2: this CTA loads rows [rank*BN/2,
+/// (rank+1)*BN/2) and multicasts them to both CTAs (same smem offset, each CTA's full
+/// barrier gets the bytes), so every CTA's stage still receives the whole B tile.
+template <class Cfg>
+__device__ __forceinline__ void load_b(uint8_t* b_tile, const CUtensorMap* map_b, uint64_t* bar,
+                                       int kb, int nt, int rank) {
+  if constexpr (Cfg::kCluster == 1) {
+    ptx::tma_load_2d(b_tile, map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+  } else {
+    constexpr int kRows = Cfg::BLOCK_N / Cfg::kCluster;
+    ptx::tma_load_2d_multicast(b_tile + rank * kRows * Cfg::BLOCK_K, map_b, bar,
+                               static_cast<uint16_t>((1u << Cfg::kCluster) - 1), kb * Cfg::BLOCK_K,
+                               nt * Cfg::BLOCK_N + rank * kRows);
+  }
+}
+
+/// Free a consumed input stage: one arrival per math warp on the stage's empty barrier
+/// of every CTA of the cluster (lane l signals CTA l; the peer's multicast writes into
+/// our stage too, so it must wait for our consumers as well).
+template <class Cfg, class Stage>
+__device__ __forceinline__ void release_input_stage(Stage& stage, int lane) {
+  if constexpr (Cfg::kCluster == 1) {
+    if (lane == 0) stage.arrive();
+  } else {
+    if (lane < Cfg::kCluster) stage.mbar()->arrive_cluster(static_cast<uint32_t>(lane));
+  }
+}
+
 /// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales. One lane
 /// issues the TMA loads; with ScaleALoad::kAsync all 32 lanes copy A's scales.
 template <class Cfg>
@@ -180,7 +217,7 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
                                               const Fp8GemmParams& p, GroupedTileOrder order) {
   auto producer = pipe.producer();
   const uint32_t lane = ptx::lane_id();
-  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
     order.tile(t, mt, nt);
     for (int kb = 0; kb < p.num_kb; ++kb) {
@@ -190,14 +227,14 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
         if (lane == 0) {
           stage.expect_bytes();  // one transaction: A + B + A-scales
           ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
-          ptx::tma_load_2d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order.rank);
           ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
         }
       } else {
         if (lane == 0) {
           stage.mbar()->arrive_expect_tx(Cfg::Tiles::a_bytes + Cfg::Tiles::b_bytes);
           ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
-          ptx::tma_load_2d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order.rank);
         }
         float* sfa = stage.sfa_tile();
 #pragma unroll
@@ -222,7 +259,7 @@ __device__ __forceinline__ void epi_load_loop(typename Cfg::Smem* smem, const CU
   static_assert(Cfg::kMathWGs == 2, "one C pipeline per math WG");
   typename Cfg::EpiPipe epi[2] = {typename Cfg::EpiPipe(smem->epi_bars[0], "fp8_c"),
                                   typename Cfg::EpiPipe(smem->epi_bars[1], "fp8_c")};
-  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
     order.tile(t, mt, nt);
 #pragma unroll
@@ -266,7 +303,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[wg], "fp8_c");
 
-  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
     order.tile(t, mt, nt);
     const int n0 = nt * Cfg::BLOCK_N;
@@ -314,7 +351,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
         for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
         ptx::wgmma_wait<0>();
         // Smem of this stage is no longer read (scales are in registers): free it.
-        if (lane == 0) stage.arrive();
+        release_input_stage<Cfg>(stage, lane);
         std::move(stage).release_without_signal();
 
         const float s00 = sa0 * sb0, s10 = sa1 * sb0;
@@ -328,7 +365,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
           final_acc[4 * g + 3] += (first ? s10 : s11) * acc[4 * g + 3];
         }
       } else {
-        if (lane == 0) stage.arrive();
+        release_input_stage<Cfg>(stage, lane);
         std::move(stage).release_without_signal();
       }
     }
@@ -377,8 +414,10 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
   if (t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
-/// The kernel. Launch: grid = min(tiles, SMs), block = Cfg::kThreads,
-/// dynamic smem = Cfg::smem_bytes(num_kb). map_c is unused unless Cfg::kResidual.
+/// The kernel. Launch: grid = a multiple of Cfg::kCluster, at most one CTA per SM (the
+/// cluster-tile loop covers the rest), cluster dims (kCluster, 1, 1), block =
+/// Cfg::kThreads, dynamic smem = Cfg::smem_bytes(num_kb). map_b's box has
+/// BLOCK_N / kCluster rows. map_c is unused unless Cfg::kResidual.
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -394,12 +433,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   float* sfb_all = reinterpret_cast<float*>(smem + 1);  // (WG, kScaleBRows, num_kb)
 
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");
-  const GroupedTileOrder order{p.num_m_tiles, p.num_n_tiles};
+  GroupedTileOrder order;
+  order.num_m = (p.num_m_tiles + Cfg::kCluster - 1) / Cfg::kCluster;
+  order.num_n = p.num_n_tiles;
+  order.cluster = Cfg::kCluster;
+  order.rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
+  order.first = blockIdx.x / Cfg::kCluster;
+  order.stride = gridDim.x / Cfg::kCluster;
 
   if (threadIdx.x == Cfg::kMathThreads) {
     // full: 1 arrival (the producer's expect_bytes) + TMA bytes (+ 32 cp.async arrivals);
-    // empty: one lane per math warp.
-    pipe.init_barriers(Cfg::kScaleATma ? 1 : 33, Cfg::kMathWGs * 4);
+    // empty: one lane per math warp of every CTA in the cluster.
+    pipe.init_barriers(Cfg::kScaleATma ? 1 : 33, Cfg::kMathWGs * 4 * Cfg::kCluster);
     if constexpr (Cfg::kResidual) {
       for (int w = 0; w < Cfg::kMathWGs; ++w) typename Cfg::EpiPipe(smem->epi_bars[w]).init_barriers(1, 128);
     }
@@ -410,7 +455,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if constexpr (Cfg::kResidual) ptx::tma_prefetch_descriptor(&map_c);
     if constexpr (!Cfg::kScaleATma) (void)map_sfa;
   }
-  __syncthreads();
+  // Barrier init must be visible to the peer CTA (remote arrivals, multicast tx) too.
+  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
+  else __syncthreads();
 
   if (threadIdx.x >= Cfg::kMathThreads) {
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
@@ -425,6 +472,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
     math_loop<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
   }
+  // No CTA may leave while its peer can still multicast into its smem or arrive on its
+  // barriers.
+  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
 #else
   (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)map_c; (void)p;
   __trap();  // built for another arch: the handler never launches this there
