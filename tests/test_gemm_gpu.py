@@ -156,6 +156,44 @@ def test_config_classes(m, n, k):
   assert _run_gemm(m, n, k, False, False) <= 1e-2
 
 
+@pytest.fixture
+def force_config(monkeypatch):
+  """Forces one tile config through the handler's JAX_SM100_SM90_CONFIG knob."""
+  def force(cfg):
+    monkeypatch.setenv("JAX_SM100_SM90_CONFIG", str(cfg))
+  return force
+
+
+# 0: 128x256, 1: 128x128, 2: 64x128, 3: 64x64 (one consumer warpgroup).
+@pytest.mark.parametrize("cfg", [0, 1, 2, 3])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+def test_every_config_every_layout(force_config, cfg, trans_a, trans_b):
+  force_config(cfg)
+  m, n, k = 328, 600, 456  # partial tiles in every config, 8 K blocks (> stages for 128x256)
+  assert _run_gemm(m, n, k, trans_a, trans_b) <= 1e-2
+  rng = _rng()
+  a = _rand(_shape_a((2,), m, k, trans_a), jnp.bfloat16, rng)
+  b = _rand(_shape_b((), k, n, trans_b), jnp.bfloat16, rng)
+  c = _rand((2, m, n), jnp.bfloat16, rng)
+  d = _residual_fn(trans_a, trans_b, 0.75, -1.25, (2, m, n), jnp.bfloat16, False)(a, b, c)
+  assert _rel_err(d, _ref(a, b, trans_a, trans_b, c, 0.75, -1.25)) <= 1e-2
+
+
+@pytest.mark.parametrize("cfg", [0, 3])
+@pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.float16])
+def test_every_config_residual_out_dtypes(force_config, cfg, out_dtype):
+  # f32 output: 8 epilogue chunks per 256-wide tile, twice the 4-deep C ring.
+  force_config(cfg)
+  m, n, k = 200, 520, 136
+  rng = _rng()
+  a = _rand((m, k), jnp.bfloat16, rng)
+  b = _rand((k, n), jnp.bfloat16, rng)
+  c = _rand((m, n), out_dtype, rng)
+  d = _residual_fn(False, False, 1.0, 1.0, (m, n), out_dtype, False)(a, b, c)
+  assert _rel_err(d, _ref(a, b, False, False, c, 1.0, 1.0)) <= 1e-2
+
+
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
 def test_dtypes(dtype, out_dtype):

@@ -246,10 +246,10 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
   }
 
   Sm90TileConfig cfg = cached_config(pr.m, pr.n, pr.batch, info.num_sms);
-  // Tuning knob for benchmarks/tests only: JAX_SM100_SM90_CONFIG=0|1|2 forces a tile
+  // Tuning knob for benchmarks/tests only: JAX_SM100_SM90_CONFIG=0|1|2|3 forces a tile
   // config (see Sm90TileConfig); unset in normal use.
   if (const char* force = std::getenv("JAX_SM100_SM90_CONFIG")) {
-    if (force[0] >= '0' && force[0] <= '2' && force[1] == 0)
+    if (force[0] >= '0' && force[0] <= '3' && force[1] == 0)
       cfg = static_cast<Sm90TileConfig>(force[0] - '0');
   }
   err = pr.in_type == GemmDtype::kBF16 ? dispatch_out<__nv_bfloat16>(pr, cfg, info.num_sms, stream)

@@ -41,6 +41,7 @@ enum class Sm90TileConfig : int {
   k128x256 = 0,  ///< large problems
   k128x128 = 1,  ///< medium problems / better wave fill
   k64x128 = 2,   ///< small M (decode-like)
+  k64x64 = 3,    ///< tiny M: one consumer warpgroup, twice the CTAs of 64x128
 };
 
 /// Name of a config, for logs and the benchmark.
@@ -49,6 +50,7 @@ inline const char* config_name(Sm90TileConfig c) {
     case Sm90TileConfig::k128x256: return "128x256";
     case Sm90TileConfig::k128x128: return "128x128";
     case Sm90TileConfig::k64x128: return "64x128";
+    case Sm90TileConfig::k64x64: return "64x64";
   }
   return "?";
 }
@@ -64,7 +66,8 @@ inline Sm90TileConfig choose_config(int64_t m, int64_t n, int64_t batch, int num
   };
   const Cand cands[] = {{Sm90TileConfig::k128x256, 128, 256, 1.00},
                         {Sm90TileConfig::k128x128, 128, 128, 0.85},
-                        {Sm90TileConfig::k64x128, 64, 128, 0.60}};
+                        {Sm90TileConfig::k64x128, 64, 128, 0.60},
+                        {Sm90TileConfig::k64x64, 64, 64, 0.45}};
   Sm90TileConfig best = Sm90TileConfig::k128x256;
   double best_cost = 0;
   bool first = true;

@@ -1,14 +1,21 @@
 // Persistent, warp-specialized sm_90a GEMM with an optional fused residual epilogue:
 //   D[b] = alpha * (A[b] @ B[b]) + beta * C[b]      (fp32 math, bf16/fp16 inputs)
 //
-// Roles (384 threads, one CTA per SM, __launch_bounds__(384, 1)):
+// Roles (128 * (1 + NumWG) threads, one CTA per SM, __launch_bounds__(threads, 1)):
 //   warpgroup 0 (setmaxnreg.dec 40):
 //     warp 0  TMA producer: A/B tiles -> InputTilePipeline<StandardTilePayload> ring
 //     warp 1  epilogue-load warp (residual kernels): C chunks -> EpiLoadPipeline
 //     warps 2-3 idle (they exit at once)
-//   warpgroups 1, 2 (setmaxnreg.inc 232): WGMMA consumers, each owns a 64 x kWgTileN
+//   warpgroups 1..NumWG (setmaxnreg.inc 232): WGMMA consumers, each owns a 64 x kWgTileN
 //     part of the BLOCK_M x BLOCK_N tile ("cooperative"), then its own epilogue:
 //     fp32 accum -> alpha, beta*C (C from smem) -> Out -> swizzled smem -> TMA store.
+//     NumWG = 2 normally; 1 for the small 64x64 decode tile (more CTAs for small M).
+//
+// Epilogue staging: plain kernels stage D through two 64 x 128 B buffers per
+// warpgroup. Residual kernels stage D IN PLACE in the C chunk the epilogue-load warp
+// brought in (each thread overwrites exactly the C elements it read), so C needs no
+// extra buffer; a C stage is handed back to the load warp once the TMA store that
+// reads it has finished reading shared memory (cp.async.bulk.wait_group.read).
 //
 // Operand layouts (the backward pass needs all four; no transposes are materialized):
 //   A: (M, K) row-major = K-major (trans_a = 0) or (K, M) = M-major (trans_a = 1);
@@ -57,7 +64,7 @@ struct GemmParams {
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
 /// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-template <int BM, int BN, int Stages, int CStages>
+template <int BM, int BN, int Stages, int CStages, int NumWG = 2>
 struct GemmConfig {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -65,26 +72,31 @@ struct GemmConfig {
   static constexpr int kStages = Stages;
   static constexpr int kCStages = CStages;
   static constexpr bool kResidual = CStages > 0;
-  static constexpr int kThreads = 384;
-  static constexpr int kNumConsumerWarps = 8;
+  static constexpr int kNumWG = NumWG;            // consumer warpgroups
+  static constexpr int kThreads = 128 * (1 + NumWG);
+  static constexpr int kNumConsumerWarps = 4 * NumWG;
   static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
-  static constexpr int kWgN = 2 / kWgM;           // ... along N
+  static constexpr int kWgN = NumWG / kWgM;       // ... along N
   static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
   static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
   static constexpr int kGroupM = 8;               // rasterization: M tiles per L2 group
 
-  static_assert(BM == 64 || BM == 128, "BLOCK_M is one or two 64-row warpgroup tiles");
+  static_assert(NumWG == 1 || NumWG == 2, "one or two consumer warpgroups");
+  static_assert((BM == 64 || BM == 128) && BM / 64 <= NumWG, "BLOCK_M is 64 rows per warpgroup");
   static_assert(kWgTileN == 64 || kWgTileN == 128 || kWgTileN == 256, "wgmma N per warpgroup");
   static_assert(BN <= 256, "a TMA box dimension is at most 256");
+  static_assert(CStages == 0 || CStages >= 2,
+                "residual: a C stage stays held until the next chunk's store is issued");
 
   // Shared-memory carve-up (bytes from a 1024-aligned base).
   static constexpr uint32_t kATileBytes = BM * kBlockK * 2;  // (BM, 64) 16-bit
   static constexpr uint32_t kBTileBytes = BN * kBlockK * 2;  // (BN, 64) 16-bit
   static constexpr uint32_t kPayloadBytes = Stages * (kATileBytes + kBTileBytes);
   static constexpr uint32_t kDOffset = kPayloadBytes;
-  static constexpr uint32_t kDBytes = 2 * 2 * kEpiTileBytes;  // (WG 2, double buffer 2)
+  // Plain: (NumWG, double buffer 2) D staging. Residual: D is staged in the C chunks.
+  static constexpr uint32_t kDBytes = CStages > 0 ? 0 : NumWG * 2 * kEpiTileBytes;
   static constexpr uint32_t kCOffset = kDOffset + kDBytes;
-  static constexpr uint32_t kCBytes = CStages * 2 * kEpiTileBytes;  // (CStages, WG 2)
+  static constexpr uint32_t kCBytes = CStages * NumWG * kEpiTileBytes;  // (CStages, NumWG)
   static constexpr uint32_t kBarOffset = kCOffset + kCBytes;
   static constexpr uint32_t kBarBytes = (2 * Stages + 2 * (CStages > 0 ? CStages : 1)) * 8;
   /// Dynamic shared memory to request (with slack to align the base to 1024).
@@ -212,8 +224,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   auto* payload = reinterpret_cast<Payload*>(smem);
-  uint8_t* smem_d = smem + Cfg::kDOffset;  // (WG 2, buffer 2, 64 rows, 128 B)
-  uint8_t* smem_c = smem + Cfg::kCOffset;  // (CStages, WG 2, 64 rows, 128 B)
+  uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, buffer 2, 64 rows, 128 B)
+  uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (CStages, NumWG, 64 rows, 128 B)
   auto* bars = reinterpret_cast<DeviceBarrier*>(smem + Cfg::kBarOffset);
 
   InputTilePipeline<Payload, Cfg::kStages> input(bars, payload, "sm90_gemm.input");
@@ -222,10 +234,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int warp = static_cast<int>(ptx::warp_idx_sync());
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (threadIdx.x == 0) {
-    // Producer: one arrive_expect_tx per stage. Consumers: lane 0 of each of the 8 warps.
+    // Producer: one arrive_expect_tx per stage. Consumers: lane 0 of each consumer warp.
     input.init_barriers(1, Cfg::kNumConsumerWarps);
-    // C chunks: one TMA transaction per stage; every thread of both consumer WGs arrives.
-    epi.init_barriers(1, 256);
+    // C chunks: one TMA transaction per stage; freed by each WG's storing thread once
+    // its TMA store (which reads D from the same buffer) has read shared memory.
+    epi.init_barriers(1, Cfg::kNumWG);
     ptx::tma_prefetch_descriptor(&p.tma_a);
     ptx::tma_prefetch_descriptor(&p.tma_b);
     ptx::tma_prefetch_descriptor(&p.tma_d);
@@ -277,11 +290,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         sched.coords(t, b, mt, nt);
         const int zc = p.c_batched ? b : 0;
         for (int c = 0; c < kChunks; ++c) {
-          auto stage = epi.produce();  // waits until both WGs freed the stage
-          stage.mbar()->arrive_expect_tx(2 * Cfg::kEpiTileBytes);
-          uint8_t* dst = smem_c + stage.index() * 2 * Cfg::kEpiTileBytes;
+          auto stage = epi.produce();  // waits until every WG freed the stage
+          stage.mbar()->arrive_expect_tx(Cfg::kNumWG * Cfg::kEpiTileBytes);
+          uint8_t* dst = smem_c + stage.index() * Cfg::kNumWG * Cfg::kEpiTileBytes;
 #pragma unroll
-          for (int w = 0; w < 2; ++w) {
+          for (int w = 0; w < Cfg::kNumWG; ++w) {
             const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
             ptx::tma_load_3d(dst + w * Cfg::kEpiTileBytes, &p.tma_c, stage.mbar()->ptr(),
                              nt * Cfg::kBlockN + wn * Cfg::kWgTileN + c * kEpiN,
@@ -293,7 +306,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     // ---------------- consumer warpgroups ----------------
     ptx::setmaxnreg_inc<232>();
-    const int w = warp / 4 - 1;  // 0 or 1
+    const int w = warp / 4 - 1;  // 0 .. NumWG-1
     const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
     const int tid_wg = threadIdx.x % 128;
     const int warp_wg = tid_wg / 32;
@@ -302,8 +315,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const uint32_t a_off = wm * 64 * 128;
     const uint32_t b_off = wn * Cfg::kWgTileN * 128;
     float acc[Cfg::kWgTileN / 2];
-    uint32_t dbuf = 0;  // which of the two D staging buffers is next (alternates forever)
+    uint32_t dbuf = 0;  // plain: which of the two D staging buffers is next
     uint8_t* my_d = smem_d + w * 2 * Cfg::kEpiTileBytes;
+    int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
 
     for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
       int b, mt, nt;
@@ -328,15 +342,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const uint32_t r_lo = warp_wg * 16 + lane / 4;  // fragment rows r_lo, r_lo + 8
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        uint8_t* buf = my_d + dbuf * Cfg::kEpiTileBytes;
-        // The store issued from this buffer two chunks ago must have finished reading it.
-        if (tid_wg == 0) ptx::tma_store_wait_group_read<1>();
-        detail::named_bar_sync<128>(1 + w);
-
-        const uint8_t* cbuf = nullptr;
+        uint8_t* buf;
         if constexpr (Cfg::kResidual) {
-          epi.wait_producer();
-          cbuf = smem_c + epi.consumer_stage() * 2 * Cfg::kEpiTileBytes + w * Cfg::kEpiTileBytes;
+          epi.wait_producer();  // C chunk landed; D goes to the same bytes
+          buf = smem_c + (epi.consumer_stage() * Cfg::kNumWG + w) * Cfg::kEpiTileBytes;
+        } else {
+          buf = my_d + dbuf * Cfg::kEpiTileBytes;
+          // The store issued from this buffer two chunks ago must have finished reading it.
+          if (tid_wg == 0) ptx::tma_store_wait_group_read<1>();
+          detail::named_bar_sync<128>(1 + w);
         }
 #pragma unroll
         for (int j = 0; j < kEpiN / 8; ++j) {
@@ -349,7 +363,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             float y = p.alpha * acc[4 * f + 2 * h + 1];
             if constexpr (Cfg::kResidual) {
               const float2 cv = detail::Pack2<Out>::unpack(
-                  *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(cbuf + off));
+                  *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
               x = fmaf(p.beta, cv.x, x);
               y = fmaf(p.beta, cv.y, y);
             }
@@ -357,17 +371,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 detail::Pack2<Out>::pack(x, y);
           }
         }
-        if constexpr (Cfg::kResidual) {
-          epi.pipeline.consumer_mbar(epi.consumer_stage())->arrive();  // C chunk read
-          epi.consumer_step();
-        }
         ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
         detail::named_bar_sync<128>(1 + w);
         if (tid_wg == 0) {
           ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
           ptx::tma_store_commit_group();
+          if constexpr (Cfg::kResidual) {
+            // Hand the previous chunk's C stage back once its store has read it; this
+            // chunk's stage stays held until the next chunk (or the end of the tile).
+            ptx::tma_store_wait_group_read<1>();
+            if (held_c_stage >= 0) epi.pipeline.consumer_mbar(held_c_stage)->arrive();
+            held_c_stage = static_cast<int>(epi.consumer_stage());
+          }
         }
-        dbuf ^= 1;
+        if constexpr (Cfg::kResidual) epi.consumer_step();
+        else dbuf ^= 1;
+      }
+      if constexpr (Cfg::kResidual) {
+        // Free the tile's last C stage so the load warp can run ahead into the next tile.
+        if (tid_wg == 0) {
+          ptx::tma_store_wait_group_read<0>();
+          epi.pipeline.consumer_mbar(held_c_stage)->arrive();
+          held_c_stage = -1;
+        }
       }
     }
     if (tid_wg == 0) ptx::tma_store_wait_group<0>();  // smem must outlive the stores
