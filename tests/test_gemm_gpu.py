@@ -158,19 +158,25 @@ def test_config_classes(m, n, k):
 
 @pytest.fixture
 def force_config(monkeypatch):
-  """Forces one tile config through the handler's JAX_SM100_SM90_CONFIG knob."""
-  def force(cfg):
+  """Forces a tile config (and cluster size) through the handler's tuning knobs
+  JAX_SM100_SM90_CONFIG / JAX_SM100_SM90_CLUSTER."""
+  def force(cfg, cluster=None):
     monkeypatch.setenv("JAX_SM100_SM90_CONFIG", str(cfg))
+    if cluster is not None:
+      monkeypatch.setenv("JAX_SM100_SM90_CLUSTER", str(cluster))
   return force
 
 
-# 0: 128x256, 1: 128x128, 2: 64x128, 3: 64x64 (one consumer warpgroup).
-@pytest.mark.parametrize("cfg", [0, 1, 2, 3])
+# 0: 128x256, 1: 128x128, 2: 64x128, 3: 64x64 (one consumer warpgroup); cluster 2 only
+# exists for the 128-row configs (B multicast across two M tiles).
+@pytest.mark.parametrize("cfg,cluster", [(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (3, 1)])
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
                                              (True, True)])
-def test_every_config_every_layout(force_config, cfg, trans_a, trans_b):
-  force_config(cfg)
-  m, n, k = 328, 600, 456  # partial tiles in every config, 8 K blocks (> stages for 128x256)
+def test_every_config_every_layout(force_config, cfg, cluster, trans_a, trans_b):
+  force_config(cfg, cluster)
+  m, n, k = 328, 600, 456
+  # Partial tiles in every config, 8 K blocks (> stages for 128x256); 328 rows = 3 M tiles
+  # of 128, so with clusters of 2 one CTA's tile lies wholly past M (zero-filled, clipped).
   assert _run_gemm(m, n, k, trans_a, trans_b) <= 1e-2
   rng = _rng()
   a = _rand(_shape_a((2,), m, k, trans_a), jnp.bfloat16, rng)
@@ -180,11 +186,11 @@ def test_every_config_every_layout(force_config, cfg, trans_a, trans_b):
   assert _rel_err(d, _ref(a, b, trans_a, trans_b, c, 0.75, -1.25)) <= 1e-2
 
 
-@pytest.mark.parametrize("cfg", [0, 3])
+@pytest.mark.parametrize("cfg,cluster", [(0, 1), (0, 2), (3, 1)])
 @pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.float16])
-def test_every_config_residual_out_dtypes(force_config, cfg, out_dtype):
+def test_every_config_residual_out_dtypes(force_config, cfg, cluster, out_dtype):
   # f32 output: 8 epilogue chunks per 256-wide tile, twice the 4-deep C ring.
-  force_config(cfg)
+  force_config(cfg, cluster)
   m, n, k = 200, 520, 136
   rng = _rng()
   a = _rand((m, k), jnp.bfloat16, rng)

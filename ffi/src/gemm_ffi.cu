@@ -252,6 +252,15 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
     if (force[0] >= '0' && force[0] <= '3' && force[1] == 0)
       cfg = static_cast<Sm90TileConfig>(force[0] - '0');
   }
+  pr.cluster = jax_sm100::host::choose_cluster(cfg, pr.m);
+  // Tuning knob: JAX_SM100_SM90_CLUSTER=1 turns the 2-CTA clusters off (=2 forces them
+  // where the config allows: 128-row tiles).
+  if (const char* force = std::getenv("JAX_SM100_SM90_CLUSTER")) {
+    if (force[0] == '1' && force[1] == 0) pr.cluster = 1;
+    if (force[0] == '2' && force[1] == 0 &&
+        (cfg == Sm90TileConfig::k128x256 || cfg == Sm90TileConfig::k128x128))
+      pr.cluster = 2;
+  }
   err = pr.in_type == GemmDtype::kBF16 ? dispatch_out<__nv_bfloat16>(pr, cfg, info.num_sms, stream)
                                        : dispatch_out<__half>(pr, cfg, info.num_sms, stream);
   if (!err.empty()) return ffi::Error::Internal(who + err);

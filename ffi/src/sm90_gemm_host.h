@@ -34,6 +34,7 @@ struct GemmProblem {
   bool a_batched, b_batched, c_batched;
   bool trans_a, trans_b;
   float alpha, beta;
+  int cluster = 1;  ///< CTAs per cluster along M (2: B tiles multicast), see choose_cluster
 };
 
 /// The tile configurations compiled (see sm90_gemm_inst.h for their shapes).
@@ -82,6 +83,14 @@ inline Sm90TileConfig choose_config(int64_t m, int64_t n, int64_t batch, int num
     }
   }
   return best;
+}
+
+/// Cluster size along M: 2 (pairs of M tiles share a multicast B tile, halving B's
+/// L2->SM traffic) for the 128-row configs when the M tiles pair up evenly; else 1.
+inline int choose_cluster(Sm90TileConfig cfg, int64_t m) {
+  if (cfg != Sm90TileConfig::k128x256 && cfg != Sm90TileConfig::k128x128) return 1;
+  const int64_t m_tiles = (m + 127) / 128;
+  return (m_tiles >= 2 && m_tiles % 2 == 0) ? 2 : 1;
 }
 
 /// Launches the kernel for one (config, residual, in type, out type). Defined (and

@@ -29,6 +29,11 @@ using Cfg64x128 = sm90::GemmConfig<64, 128, 8, 0>;
 using Cfg64x128R = sm90::GemmConfig<64, 128, 6, 4>;
 using Cfg64x64 = sm90::GemmConfig<64, 64, 12, 0, 1>;
 using Cfg64x64R = sm90::GemmConfig<64, 64, 11, 4, 1>;
+// 2-CTA clusters with B multicast.
+using Cfg128x256C2 = sm90::GemmConfig<128, 256, 4, 0, 2, 2>;
+using Cfg128x256RC2 = sm90::GemmConfig<128, 256, 3, 4, 2, 2>;
+using Cfg128x128C2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2>;
+using Cfg128x128RC2 = sm90::GemmConfig<128, 128, 5, 4, 2, 2>;
 
 template <class X>
 inline CUtensorMapDataType tma_dtype() {
@@ -53,8 +58,9 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   // B: (K, N) N-major -> box {64 N, 64 K}; (N, K) K-major -> box {64 K, BN rows}.
   if (!pr.trans_b)
     err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.n, (uint64_t)pr.k, bb}, 64, 64);
-  else
-    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.n, bb}, 64, Cfg::kBlockN);
+  else  // each CTA of a cluster loads (and multicasts) BN / cluster rows
+    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.n, bb}, 64,
+                        Cfg::kBlockN / Cfg::kCluster);
   if (!err.empty()) return "B: " + err;
   // D (and C): (M, N) row-major, epilogue chunks of 64 rows x 128 bytes.
   const uint32_t epi_n = 128 / sizeof(Out);
@@ -80,7 +86,9 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   p.beta = pr.beta;
   p.m_tiles = (int)((pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM);
   p.n_tiles = (int)((pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN);
-  const int64_t tiles = (int64_t)p.m_tiles * p.n_tiles * pr.batch;
+  // Work units: cluster tiles (kCluster M tiles x 1 N tile).
+  const int64_t units =
+      (int64_t)((p.m_tiles + Cfg::kCluster - 1) / Cfg::kCluster) * p.n_tiles * pr.batch;
 
   auto kernel = sm90::sm90_gemm_kernel<Cfg, T, Out>;
   // Raising the dynamic smem limit is host-side function state (no sync, no
@@ -89,9 +97,35 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes());
   if (attr_err != cudaSuccess)
     return std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(attr_err);
-  const int grid = (int)(tiles < num_sms ? tiles : num_sms);  // persistent
-  kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes(), stream>>>(p);
-  const cudaError_t e = cudaGetLastError();
+
+  cudaLaunchConfig_t lc{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Cfg::kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  lc.blockDim = dim3(Cfg::kThreads, 1, 1);
+  lc.dynamicSmemBytes = Cfg::smem_bytes();
+  lc.stream = stream;
+  lc.attrs = attr;
+  lc.numAttrs = 1;
+  // Persistent grid: at most one CTA per SM, whole clusters, no more than the units.
+  // How many clusters can be resident at once depends on the GPC layout: ask once.
+  static int max_clusters = 0;  // per instantiation (one device type per process assumed)
+  if (max_clusters == 0) {
+    int n = 0;
+    lc.gridDim = dim3((num_sms / Cfg::kCluster) * Cfg::kCluster, 1, 1);
+    if (Cfg::kCluster == 1 || cudaOccupancyMaxActiveClusters(&n, kernel, &lc) != cudaSuccess ||
+        n <= 0) {
+      cudaGetLastError();
+      n = num_sms / Cfg::kCluster;
+    }
+    max_clusters = n;
+  }
+  const int64_t clusters = units < max_clusters ? units : max_clusters;
+  lc.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kCluster), 1, 1);
+  cudaError_t e = cudaLaunchKernelEx(&lc, kernel, p);
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   return "";
 }
@@ -100,11 +134,18 @@ template <class T, class Out>
 std::string sm90_gemm_launch(const GemmProblem& pr, Sm90TileConfig cfg, int num_sms,
                              cudaStream_t stream) {
   const bool res = pr.c != nullptr;
+  const bool c2 = pr.cluster == 2;
   switch (cfg) {
     case Sm90TileConfig::k128x256:
+      if (c2)
+        return res ? launch_config<Cfg128x256RC2, T, Out>(pr, num_sms, stream)
+                   : launch_config<Cfg128x256C2, T, Out>(pr, num_sms, stream);
       return res ? launch_config<Cfg128x256R, T, Out>(pr, num_sms, stream)
                  : launch_config<Cfg128x256, T, Out>(pr, num_sms, stream);
     case Sm90TileConfig::k128x128:
+      if (c2)
+        return res ? launch_config<Cfg128x128RC2, T, Out>(pr, num_sms, stream)
+                   : launch_config<Cfg128x128C2, T, Out>(pr, num_sms, stream);
       return res ? launch_config<Cfg128x128R, T, Out>(pr, num_sms, stream)
                  : launch_config<Cfg128x128, T, Out>(pr, num_sms, stream);
     case Sm90TileConfig::k64x128:

@@ -24,6 +24,12 @@
 // MN-major tiles are [rows/64][64 K][64 MN] (one TMA box per 64 rows). wgmma reads
 // either through its descriptor (LBO/SBO below) plus the imm-trans bit.
 //
+// Clusters (Cluster = 2): the two CTAs of a cluster take M tiles 2i and 2i+1 of one
+// N tile; each loads half of the B tile and multicasts it to both, halving B's L2->SM
+// traffic. A stage may then be refilled only when the consumers of BOTH CTAs are done
+// with it, so every consumer warp arrives on the empty barrier of each CTA (remote
+// arrive through the pipeline library's DeviceBarrier::arrive_cluster).
+//
 // Partial tiles: TMA loads zero-fill outside the tensor, TMA stores clip, so any
 // M, N, K >= 0 works (K == 0 gives D = beta*C, or zeros).
 #pragma once
@@ -64,7 +70,7 @@ struct GemmParams {
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
 /// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-template <int BM, int BN, int Stages, int CStages, int NumWG = 2>
+template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1>
 struct GemmConfig {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -73,6 +79,7 @@ struct GemmConfig {
   static constexpr int kCStages = CStages;
   static constexpr bool kResidual = CStages > 0;
   static constexpr int kNumWG = NumWG;            // consumer warpgroups
+  static constexpr int kCluster = Cluster;        // CTAs per cluster along M (B multicast)
   static constexpr int kThreads = 128 * (1 + NumWG);
   static constexpr int kNumConsumerWarps = 4 * NumWG;
   static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
@@ -85,6 +92,8 @@ struct GemmConfig {
   static_assert((BM == 64 || BM == 128) && BM / 64 <= NumWG, "BLOCK_M is 64 rows per warpgroup");
   static_assert(kWgTileN == 64 || kWgTileN == 128 || kWgTileN == 256, "wgmma N per warpgroup");
   static_assert(BN <= 256, "a TMA box dimension is at most 256");
+  static_assert(Cluster == 1 || (Cluster == 2 && BN % 128 == 0),
+                "cluster of 2: each CTA multicasts whole 64-wide (N-major) / 8-row blocks of B");
   static_assert(CStages == 0 || CStages >= 2,
                 "residual: a C stage stays held until the next chunk's store is issued");
 
@@ -104,27 +113,34 @@ struct GemmConfig {
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
 };
 
-/// Persistent tile scheduler: tile t -> (batch, m_tile, n_tile). Within a batch, tiles
-/// walk groups of kGroupM M-tiles column by column, so CTAs running together share
-/// A rows and B columns in L2.
-template <int kGroupM>
+/// Persistent tile scheduler over cluster tiles (kCluster consecutive M tiles of one N
+/// tile): unit u -> (batch, m_tile, n_tile) for this CTA's rank in its cluster. Within a
+/// batch, units walk groups of kGroupM cluster rows column by column, so CTAs running
+/// together share A rows and B columns in L2. Loop: for (u = first(); u < num_units;
+/// u += stride()).
+template <int kGroupM, int kCluster>
 struct TileScheduler {
-  int m_tiles, n_tiles, tiles_per_batch, num_tiles;
+  int m_rows, n_tiles, units_per_batch, num_units, rank;
 
-  __device__ __forceinline__ TileScheduler(const GemmParams& p)
-      : m_tiles(p.m_tiles), n_tiles(p.n_tiles), tiles_per_batch(p.m_tiles * p.n_tiles),
-        num_tiles(p.m_tiles * p.n_tiles * p.batch) {}
+  __device__ __forceinline__ TileScheduler(const GemmParams& p, int cta_rank)
+      : m_rows((p.m_tiles + kCluster - 1) / kCluster), n_tiles(p.n_tiles),
+        units_per_batch(m_rows * p.n_tiles), num_units(m_rows * p.n_tiles * p.batch),
+        rank(cta_rank) {}
 
-  /// Coordinates of tile `t` (0 <= t < num_tiles).
-  __device__ __forceinline__ void coords(int t, int& b, int& mt, int& nt) const {
-    b = t / tiles_per_batch;
-    const int r = t - b * tiles_per_batch;
+  /// This cluster's first unit and the number of clusters (the stride).
+  __device__ __forceinline__ int first() const { return static_cast<int>(blockIdx.x) / kCluster; }
+  __device__ __forceinline__ int stride() const { return static_cast<int>(gridDim.x) / kCluster; }
+
+  /// Coordinates of unit `u` (0 <= u < num_units) for this CTA.
+  __device__ __forceinline__ void coords(int u, int& b, int& mt, int& nt) const {
+    b = u / units_per_batch;
+    const int r = u - b * units_per_batch;
     const int span = kGroupM * n_tiles;
     const int g = r / span;
     const int first_m = g * kGroupM;
-    const int gsize = min(m_tiles - first_m, kGroupM);
+    const int gsize = min(m_rows - first_m, kGroupM);
     const int rr = r - g * span;
-    mt = first_m + rr % gsize;
+    mt = (first_m + rr % gsize) * kCluster + rank;
     nt = rr / gsize;
   }
 };
@@ -172,8 +188,17 @@ struct Pack2<float> {
 template <class Cfg, class T, int kTransA, int kTransB, class InputPipe>
 __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kWgTileN / 2],
                                                   int k_blocks, uint32_t a_off, uint32_t b_off,
-                                                  bool signal_lane) {
+                                                  int lane) {
   using Mma = ptx::Wgmma<Cfg::kWgTileN, T, kTransA, kTransB>;
+  // "Stage free": one arrival per consumer warp on the empty barrier of every CTA of the
+  // cluster (lane l signals CTA l; the peers multicast into this stage too).
+  auto release = [&](uint32_t stage) {
+    if constexpr (Cfg::kCluster == 1) {
+      if (lane == 0) input.pipeline.consumer_mbar(stage)->arrive();
+    } else {
+      if (lane < Cfg::kCluster) input.pipeline.consumer_mbar(stage)->arrive_cluster(lane);
+    }
+  };
   auto consumer = input.consumer();
   uint32_t prev_stage = 0;
   for (int kb = 0; kb < k_blocks; ++kb) {
@@ -197,14 +222,14 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
 #pragma unroll
     for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
     ptx::wgmma_wait<1>();  // the previous stage's wgmma batch has retired
-    if (kb > 0 && signal_lane) input.pipeline.consumer_mbar(prev_stage)->arrive();
+    if (kb > 0) release(prev_stage);
     prev_stage = st.index();
     std::move(st).release_without_signal();  // signalled (deferred) above / below
   }
   ptx::wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
-  if (k_blocks > 0 && signal_lane) input.pipeline.consumer_mbar(prev_stage)->arrive();
+  if (k_blocks > 0) release(prev_stage);
 }
 
 /// The kernel. T: bf16 or fp16 inputs; Out: bf16, fp16 or f32 output (C has Out's type).
@@ -234,8 +259,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int warp = static_cast<int>(ptx::warp_idx_sync());
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (threadIdx.x == 0) {
-    // Producer: one arrive_expect_tx per stage. Consumers: lane 0 of each consumer warp.
-    input.init_barriers(1, Cfg::kNumConsumerWarps);
+    // Producer: one arrive_expect_tx per stage. Consumers: one lane of each consumer warp
+    // of every CTA in the cluster.
+    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);
     // C chunks: one TMA transaction per stage; freed by each WG's storing thread once
     // its TMA store (which reads D from the same buffer) has read shared memory.
     epi.init_barriers(1, Cfg::kNumWG);
@@ -245,8 +271,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (Cfg::kResidual) ptx::tma_prefetch_descriptor(&p.tma_c);
   }
   __syncthreads();
+  // The peer's barriers must be initialised before our multicasts / remote arrivals.
+  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
+  const int rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
 
-  const TileScheduler<Cfg::kGroupM> sched(p);
+  const TileScheduler<Cfg::kGroupM, Cfg::kCluster> sched(p, rank);
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
 
   if (warp < 4) {
@@ -254,7 +283,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_dec<40>();
     if (warp == 0 && lane == 0) {
       auto producer = input.producer();
-      for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+      for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
         int b, mt, nt;
         sched.coords(t, b, mt, nt);
         const int m0 = mt * Cfg::kBlockM, n0 = nt * Cfg::kBlockN;
@@ -273,19 +302,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             for (int i = 0; i < Cfg::kBlockM / 64; ++i)  // (BM/64, 64 K, 64 M)
               ptx::tma_load_3d(a + i * 64 * 64, &p.tma_a, bar, m0 + 64 * i, k0, za);
           }
-          if (p.trans_b) {
-            ptx::tma_load_3d(bt, &p.tma_b, bar, k0, n0, zb);  // (BN, 64) K-major
-          } else {
+          // B: this CTA loads its 1/kCluster share (multicast to the whole cluster).
+          constexpr int kRows = Cfg::kBlockN / Cfg::kCluster;  // B rows (N) per CTA
+          const uint16_t mask = static_cast<uint16_t>((1u << Cfg::kCluster) - 1);
+          if (p.trans_b) {  // (BN, 64) K-major: boxes of kRows rows
+            T* dst = bt + rank * kRows * 64;
+            if constexpr (Cfg::kCluster == 1) ptx::tma_load_3d(dst, &p.tma_b, bar, k0, n0, zb);
+            else ptx::tma_load_3d_multicast(dst, &p.tma_b, bar, mask, k0, n0 + rank * kRows, zb);
+          } else {  // (BN/64, 64 K, 64 N) N-major: boxes of 64 columns
 #pragma unroll
-            for (int j = 0; j < Cfg::kBlockN / 64; ++j)  // (BN/64, 64 K, 64 N)
-              ptx::tma_load_3d(bt + j * 64 * 64, &p.tma_b, bar, n0 + 64 * j, k0, zb);
+            for (int j = rank * (kRows / 64); j < (rank + 1) * (kRows / 64); ++j) {
+              if constexpr (Cfg::kCluster == 1)
+                ptx::tma_load_3d(bt + j * 64 * 64, &p.tma_b, bar, n0 + 64 * j, k0, zb);
+              else
+                ptx::tma_load_3d_multicast(bt + j * 64 * 64, &p.tma_b, bar, mask, n0 + 64 * j, k0, zb);
+            }
           }
           std::move(st).release();
         }
       }
     } else if (Cfg::kResidual && warp == 1 && lane == 0) {
       // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
-      for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+      for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
         int b, mt, nt;
         sched.coords(t, b, mt, nt);
         const int zc = p.c_batched ? b : 0;
@@ -319,7 +357,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     uint8_t* my_d = smem_d + w * 2 * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
 
-    for (int t = blockIdx.x; t < sched.num_tiles; t += gridDim.x) {
+    for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
       int b, mt, nt;
       sched.coords(t, b, mt, nt);
 #pragma unroll
@@ -327,11 +365,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
       // wgmma imm-trans: A M-major = trans_a; B N-major = !trans_b.
       if (p.trans_a) {
-        if (p.trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane == 0);
-        else           consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane == 0);
+        if (p.trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
+        else           consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
       } else {
-        if (p.trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane == 0);
-        else           consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane == 0);
+        if (p.trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
+        else           consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
       }
       // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
 
@@ -398,6 +436,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     if (tid_wg == 0) ptx::tma_store_wait_group<0>();  // smem must outlive the stores
   }
+  // Every thread gets here (no early exits): no CTA may leave while its peer can still
+  // multicast into its shared memory or arrive on its barriers.
+  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
 #endif  // JAX_SM100_SM90A_DEVICE
 }
 
