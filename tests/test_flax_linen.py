@@ -1,8 +1,12 @@
 """flax.linen models through jax_sm100 under jit and grad."""
+import pytest
+
+# flax/optax are optional dependencies (pip install jax_sm100[flax]); CI installs them.
+pytest.importorskip("flax")
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from flax import linen as nn
 
 import jax_sm100

@@ -1,9 +1,14 @@
 """flax.nnx models through jax_sm100 under nnx.jit and nnx.grad."""
+import pytest
+
+# flax/optax are optional dependencies (pip install jax_sm100[flax]); CI installs them.
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 from flax import nnx
 
 import jax_sm100
