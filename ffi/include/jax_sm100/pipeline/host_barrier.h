@@ -51,10 +51,9 @@ class HostBarrier {
   /// Arm with the number of arrivals that complete a phase (one thread, before sharing).
   JAX_SM100_HD void init(uint32_t arrive_count) { JAX_SM100_HOST_BODY(init_host(arrive_count)); }
 
-  /// Host twin of fence.mbarrier_init: a release fence.
-  static JAX_SM100_HD void fence_init() {
-    JAX_SM100_HOST_BODY(std::atomic_thread_fence(std::memory_order_release));
-  }
+  /// Host twin of fence.mbarrier_init. Nothing to do: init() stores with release, and
+  /// the threads that use the barriers are started (or synchronised) after it.
+  static JAX_SM100_HD void fence_init() {}
 
   /// One arrival (release).
   JAX_SM100_HD void arrive() { JAX_SM100_HOST_BODY(update(1, 0, "arrive")); }
