@@ -27,9 +27,11 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 echo "[setup] building jax_sm100 (CUDA archs: ${JAX_SM100_CUDA_ARCHS:-90a;100a})"
 python -m pip install -q --no-build-isolation "$repo[flax,test]"
-python - <<'PY'
+# From / so the checkout's jax_sm100/ (no compiled _ffi) cannot shadow the install.
+(cd / && python - <<'PY'
 import jax_sm100, jax
 from jax_sm100 import _ffi
 print(f"[setup] jax {jax.__version__}; jax_sm100 kernels compiled: {_ffi.has_cuda()} "
       f"{_ffi.cuda_archs()}; backend here: {jax_sm100.backend()}")
 PY
+)
