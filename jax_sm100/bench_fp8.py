@@ -282,27 +282,28 @@ def bench_gemm(shapes, reps, log):
 
 
 def sweep(shapes, reps, log):
-  """ours / ours_tma for each tile width and cluster size (env overrides read by the
-  FFI handler at run time), to pick the defaults."""
+  """ours / ours_tma for tile width x cluster size x overlapped promotion (environment
+  overrides read by the FFI handler at run time), to pick the defaults."""
   out = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
     tma = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    for bn in ("128", "192"):
-      for cl in ("1", "2"):
-        os.environ["JAX_SM100_FP8_BLOCK_N"], os.environ["JAX_SM100_FP8_CLUSTER"] = bn, cl
-        r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl)}
-        r["ours"] = flops / time_jax(
-            lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12
-        r["ours_tma"] = flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12
-        out.append(r)
-        log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl}: ours {r['ours']:.1f}  "
-            f"ours_tma {r['ours_tma']:.1f} TFLOP/s")
+    for bn, cl, ov in (("128", "1", "1"), ("128", "1", "0"), ("192", "1", "0"), ("128", "2", "0")):
+      os.environ["JAX_SM100_FP8_BLOCK_N"] = bn
+      os.environ["JAX_SM100_FP8_CLUSTER"] = cl
+      os.environ["JAX_SM100_FP8_OVERLAP"] = ov
+      r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov)}
+      r["ours"] = flops / time_jax(
+          lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12
+      r["ours_tma"] = flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12
+      out.append(r)
+      log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov}: ours {r['ours']:.1f}  "
+          f"ours_tma {r['ours_tma']:.1f} TFLOP/s")
     del sets, tsets
-  os.environ.pop("JAX_SM100_FP8_BLOCK_N", None)
-  os.environ.pop("JAX_SM100_FP8_CLUSTER", None)
+  for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP"):
+    os.environ.pop(v, None)
   return out
 
 
@@ -408,7 +409,7 @@ def main(argv=None):
   log("GEMM (TFLOP/s):")
   rows, blk_name, why = bench_gemm(shapes, reps, log)
   quant = [] if args.no_quant else (log("quantization (GB/s):") or bench_quant(reps, log, args.quick))
-  sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:2], reps, log)) if args.sweep else []
+  sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:3], reps, log)) if args.sweep else []
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
   summary = {}

@@ -158,29 +158,45 @@ SHAPES = [
     (130, 520, 1040),    # partial everything, several K blocks
     (1024, 4096, 256),   # more tiles than SMs (persistent loop)
     (64, 256, 16384),    # large K (128 K blocks, many promotions)
+    (32, 192, 112),      # a single, partial K block
 ]
 
+# Kernel variants, selected through the handler's environment overrides:
+# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP).
+VARIANTS = {"c1": ("1", "0"), "c1_overlap": ("1", "1"), "c2_multicast": ("2", "0")}
 
-@pytest.mark.parametrize("cluster", ["1", "2"])
-@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
-@pytest.mark.parametrize("m,n,k", SHAPES)
-def test_fp8_gemm_random(rng, monkeypatch, m, n, k, sfa_t, cluster):
+
+# (variant, a's scales transposed for the TMA targets): the default variant with both
+# scale layouts, the others with one.
+COMBOS = [("c1_overlap", False), ("c1_overlap", True), ("c1", True), ("c2_multicast", False)]
+COMBO_IDS = [f"{v}-{'sfa_tma' if t else 'sfa_async'}" for v, t in COMBOS]
+
+
+def set_variant(monkeypatch, name):
+  cluster, overlap = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
+  monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
+
+
+@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_fp8_gemm_random(rng, monkeypatch, m, n, k, sfa_t, variant):
+  set_variant(monkeypatch, variant)
   a, sa, b, sb = make_operands(rng, m, n, k)
   got = ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, poison=True)
   check(got, reference(a, sa, b, sb), f"{m}x{n}x{k}")
 
 
-@pytest.mark.parametrize("cluster", ["1", "2"])
+@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
 @pytest.mark.parametrize("block_n", ["64", "128", "192"])
-@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
-def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t, cluster):
-  """Each tile width, with and without the 2-CTA cluster (B multicast); 192 makes N
+def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t, variant):
+  """Each tile width and kernel variant (192 has no overlapped form: it falls back to
+  plain promotion); 192 makes N
   tiles straddle two 128-column scale blocks (tiles starting at column 192j cover
   [64, 256) of a scale-block pair every other tile). M = 300: 3 M tiles, so the last
   cluster has a CTA without a tile."""
   monkeypatch.setenv("JAX_SM100_FP8_BLOCK_N", block_n)
-  monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
+  set_variant(monkeypatch, variant)
   m, n, k = 300, 1096, 640
   a, sa, b, sb = make_operands(rng, m, n, k)
   # Distinct b scales per 128-row block make a wrong per-column choice visible.
@@ -201,21 +217,23 @@ def test_fp8_gemm_outliers(rng, sfa_t):
   check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t), reference(a, sa, b, sb), "outliers")
 
 
-def test_fp8_promotion_is_per_k_block(rng):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_fp8_promotion_is_per_k_block(rng, monkeypatch, variant):
   """Scales that differ by 2^20 between K blocks: a kernel that accumulated several K
-  blocks in the tensor cores before scaling could not get this right."""
-  m, n, k = 128, 256, 1024
+  blocks in the tensor cores before scaling (or mixed up the two accumulators of the
+  overlapped loop) could not get this right."""
+  set_variant(monkeypatch, variant)
+  m, n, k = 256, 256, 1152
   a, sa, b, sb = make_operands(rng, m, n, k)
   kscale = jnp.asarray(2.0 ** (20.0 * (np.arange(k // 128) % 2)), jnp.float32)
   sa = sa * kscale[None, :]
   check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "alternating K-block scales")
 
 
-@pytest.mark.parametrize("cluster", ["1", "2"])
-@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
+@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
 @pytest.mark.parametrize("beta", [1.0, -0.5])
-def test_fp8_gemm_residual(rng, monkeypatch, beta, sfa_t, cluster):
-  monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
+def test_fp8_gemm_residual(rng, monkeypatch, beta, sfa_t, variant):
+  set_variant(monkeypatch, variant)
   m, n, k = 330, 392, 512
   a, sa, b, sb = make_operands(rng, m, n, k)
   c = jnp.asarray(rng.standard_normal((m, n)).astype(np.float32) * 8).astype(jnp.bfloat16)

@@ -78,14 +78,23 @@ int pick_block_n(int64_t m, int64_t n) {
   return tiles128 < sm_count() ? 64 : 128;
 }
 
-/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 overrides): 2 (pairs of M tiles
-/// share B through TMA multicast) whenever there are at least two M tiles.
+/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 overrides). Default 1: on an H200
+/// (2026-11-21) the 2-CTA B-multicast variant measured 0.55-0.75x of the 1-CTA kernel
+/// (cause not yet profiled), so it is opt-in.
 int pick_cluster(int64_t m) {
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
     const int v = std::atoi(env);
-    if (v == 1 || v == 2) return v;
+    if ((v == 1 || v == 2) && (v == 1 || m > 128)) return v;
   }
-  return m > 128 ? 2 : 1;
+  (void)m;
+  return 1;
+}
+
+/// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
+/// On by default for BLOCK_N <= 128 (192-wide tiles have no registers for it).
+bool pick_overlap() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_OVERLAP")) return std::atoi(env) != 0;
+  return true;
 }
 
 struct Operands {
@@ -99,9 +108,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER>
+template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER, bool OVERLAP = false>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA, CLUSTER>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA, CLUSTER, OVERLAP>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -214,6 +223,15 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
         if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 2>(stream, o);
         else return launch<192, RESIDUAL, SFA, 2>(stream, o);
       default: return launch<128, RESIDUAL, SFA, 2>(stream, o);
+    }
+  }
+  if (pick_overlap()) {
+    switch (bn) {
+      case 64: return launch<64, RESIDUAL, SFA, 1, true>(stream, o);
+      case 192:  // too few registers for a second 96-register accumulator
+        if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 1, true>(stream, o);
+        else return launch<192, RESIDUAL, SFA, 1>(stream, o);
+      default: return launch<128, RESIDUAL, SFA, 1, true>(stream, o);
     }
   }
   switch (bn) {

@@ -72,6 +72,23 @@ __device__ __forceinline__ void load_raw(const T* row, int64_t c0, int64_t cols,
   }
 }
 
+/// load_raw for a second read of the same data: an opaque (asm volatile) L2-cached load,
+/// so the compiler cannot keep the first read's registers alive instead.
+template <typename T>
+__device__ __forceinline__ void reload_raw(const T* row, int64_t c0, int64_t cols, bool vec,
+                                           RawChunk<T>& r) {
+  if (vec) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + c0);
+#pragma unroll
+    for (int i = 0; i < RawChunk<T>::kVecs; ++i)
+      asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r.v[i].x), "=r"(r.v[i].y), "=r"(r.v[i].z), "=r"(r.v[i].w)
+                   : "l"(p + i));
+  } else {
+    load_raw<T>(row, c0, cols, false, r);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void zero_raw(RawChunk<T>& r) {
 #pragma unroll
@@ -196,9 +213,9 @@ __global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict
 
 /// 128x128 blocks: one CTA of 256 threads per block. Thread t covers 16 columns
 /// (t % 8) of rows t/8 + 32*i, i < 4; the block amax goes through shared memory; the
-/// 64 inputs stay in registers (raw) between the amax and the quantization.
+/// quantization pass re-reads the block (L2) rather than holding it in registers.
 template <typename T>
-__global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restrict__ x,
+__global__ void __launch_bounds__(256, sizeof(T) == 4 ? 3 : 4) quantize_128x128_kernel(const T* __restrict__ x,
                                                                uint8_t* __restrict__ q,
                                                                float* __restrict__ scale,
                                                                int64_t rows, int64_t cols,
@@ -213,19 +230,23 @@ __global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restri
   const int64_t c0 = cb * kBlock + sub * kChunk;
   const bool vec = aligned && (c0 + kChunk <= cols);
 
-  RawChunk<T> raw[kPasses];  // raw input (32 registers for 16-bit types), read twice
+  // Pass 1: amax. The chunks are NOT kept for pass 2 (that took ~90 registers and
+  // capped the SM at 2 CTAs); pass 2 re-reads them, mostly from L2.
   float amax = 0.0f;
+  {
+    RawChunk<T> raw[kPasses];
 #pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
-    if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[p]);
-    else zero_raw<T>(raw[p]);
-  }
+    for (int p = 0; p < kPasses; ++p) {
+      const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
+      if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[p]);
+      else zero_raw<T>(raw[p]);
+    }
 #pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    float v[kChunk];
-    to_floats<T>(raw[p], v);
-    amax = nan_max(amax, chunk_absmax(v));
+    for (int p = 0; p < kPasses; ++p) {
+      float v[kChunk];
+      to_floats<T>(raw[p], v);
+      amax = nan_max(amax, chunk_absmax(v));
+    }
   }
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
@@ -237,12 +258,16 @@ __global__ void __launch_bounds__(256) quantize_128x128_kernel(const T* __restri
 
   const float s = block_scale(amax);
   if (threadIdx.x == 0) scale[rb * col_blocks + cb] = s;
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
+#pragma unroll 1
+  for (int p = 0; p < kPasses; ++p) {  // one chunk at a time: few live registers
     const int64_t row = rb * kBlock + r_in + p * kRowsPerPass;
-    float v[kChunk];
-    to_floats<T>(raw[p], v);
-    if (row < rows) store_chunk(q + row * cols, c0, cols, vec, v, s);
+    if (row < rows) {
+      RawChunk<T> raw;
+      reload_raw<T>(x + row * cols, c0, cols, vec, raw);
+      float v[kChunk];
+      to_floats<T>(raw, v);
+      store_chunk(q + row * cols, c0, cols, vec, v, s);
+    }
   }
 }
 

@@ -63,7 +63,8 @@ constexpr uint32_t kSmemLimit = 232448;
 ///           the TMA thread's expect_tx + 32 lanes).
 enum class ScaleALoad { kTma, kAsync };
 
-template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma, int CLUSTER_ = 1>
+template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma, int CLUSTER_ = 1,
+          bool OVERLAP_ = false>
 struct Fp8GemmConfig {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
@@ -75,6 +76,11 @@ struct Fp8GemmConfig {
   // multicasts it to both (halves B's L2->SM traffic); consumers free a stage in both CTAs.
   static constexpr int kCluster = CLUSTER_;
   static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
+  // Overlapped promotion: K block kb+1's wgmmas are issued into a second accumulator
+  // before K block kb's is promoted, so the tensor cores stay busy during the FFMAs.
+  // Three BLOCK_N/2-register arrays: BLOCK_N <= 128.
+  static constexpr bool kOverlap = OVERLAP_;
+  static_assert(!kOverlap || BLOCK_N_ <= 128, "overlapped promotion needs 3 x BLOCK_N/2 registers");
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = BLOCK_M / kMathWGs;  // 64 rows = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -197,16 +203,23 @@ __device__ __forceinline__ void load_b(uint8_t* b_tile, const CUtensorMap* map_b
   }
 }
 
+/// Barrier-level form of release_input_stage (for the overlapped main loop, which holds
+/// two stages at once and so drives the ring through its stage-index API).
+template <class Cfg>
+__device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* empty, int lane) {
+  if constexpr (Cfg::kCluster == 1) {
+    if (lane == 0) empty->arrive();
+  } else {
+    if (lane < Cfg::kCluster) empty->arrive_cluster(static_cast<uint32_t>(lane));
+  }
+}
+
 /// Free a consumed input stage: one arrival per math warp on the stage's empty barrier
 /// of every CTA of the cluster (lane l signals CTA l; the peer's multicast writes into
 /// our stage too, so it must wait for our consumers as well).
 template <class Cfg, class Stage>
 __device__ __forceinline__ void release_input_stage(Stage& stage, int lane) {
-  if constexpr (Cfg::kCluster == 1) {
-    if (lane == 0) stage.arrive();
-  } else {
-    if (lane < Cfg::kCluster) stage.mbar()->arrive_cluster(static_cast<uint32_t>(lane));
-  }
+  release_input_barrier<Cfg>(stage.mbar(), lane);
 }
 
 /// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales. One lane
@@ -286,6 +299,106 @@ __device__ __forceinline__ int staging_offset(int row, int col) {
          (((c / 8) ^ (row % 8)) * 8) + (c % 8);
 }
 
+/// The four products a_scale[row] * b_scale[col block] a thread needs for one K block
+/// (rows r0 / r0 + 8, first / second scale block of the tile).
+struct KScales {
+  float s00, s01, s10, s11;
+};
+
+template <class Cfg>
+__device__ __forceinline__ KScales read_scales(const float* sfa_stage, const float* sfb, int wg,
+                                               int r0, int kb, int num_kb) {
+  const float* sfa = sfa_stage + wg * Cfg::WG_M;
+  const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
+  const float sb0 = sfb[kb];
+  const float sb1 = Cfg::kUniformScaleB ? sb0 : sfb[num_kb + kb];
+  return KScales{sa0 * sb0, sa0 * sb1, sa1 * sb0, sa1 * sb1};
+}
+
+/// 4 x wgmma m64nNk32 over one 128-wide K block into a fresh accumulator; committed as
+/// one group (not waited for).
+template <class Cfg>
+__device__ __forceinline__ void issue_k_block(float (&acc)[Cfg::kAcc], const uint8_t* a_tile,
+                                              const uint8_t* b_tile, int wg) {
+  const uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(a_tile + wg * Cfg::WG_M * Cfg::BLOCK_K),
+                                              0, 1024, ptx::WgmmaSwizzle::k128B);
+  const uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(b_tile), 0, 1024,
+                                              ptx::WgmmaSwizzle::k128B);
+#pragma unroll
+  for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)  // k32 slices: +32 bytes = +2 in the desc
+    Cfg::Mma::mma(acc, desc_a + 2 * k, desc_b + 2 * k, k > 0 ? 1 : 0);
+  ptx::wgmma_commit();
+#pragma unroll
+  for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+}
+
+/// final += acc * scale, the scale chosen per 8-column group (first `former` groups use
+/// the tile's first B scale block).
+template <class Cfg>
+__device__ __forceinline__ void promote(float (&final_acc)[Cfg::kAcc], const float (&acc)[Cfg::kAcc],
+                                        const KScales& sc, int former) {
+#pragma unroll
+  for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+    const bool first = Cfg::kUniformScaleB || g < former;
+    final_acc[4 * g + 0] += (first ? sc.s00 : sc.s01) * acc[4 * g + 0];
+    final_acc[4 * g + 1] += (first ? sc.s00 : sc.s01) * acc[4 * g + 1];
+    final_acc[4 * g + 2] += (first ? sc.s10 : sc.s11) * acc[4 * g + 2];
+    final_acc[4 * g + 3] += (first ? sc.s10 : sc.s11) * acc[4 * g + 3];
+  }
+}
+
+/// Overlapped main loop of one tile (live WG): while K block kb's accumulator is being
+/// promoted, K block kb+1's wgmmas already run into the other accumulator
+/// (wgmma.wait_group 1). Holding two stages at once, it drives the ring through the
+/// pipeline's stage-index API (wait_producer / consumer_stage / consumer_mbar /
+/// consumer_step) instead of the one-at-a-time stage handles.
+template <class Cfg>
+__device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
+                                                 float (&final_acc)[Cfg::kAcc], const float* sfb,
+                                                 int wg, int r0, int lane, int former, int num_kb) {
+  auto& ring = pipe.pipeline;
+  auto& tiles = *pipe.tiles;
+  float acc0[Cfg::kAcc], acc1[Cfg::kAcc];
+  ring.wait_producer();
+  uint32_t s_prev = ring.consumer_stage();
+  KScales sc_prev = read_scales<Cfg>(tiles.sfa_tile(s_prev), sfb, wg, r0, 0, num_kb);
+  issue_k_block<Cfg>(acc0, tiles.a_tile(s_prev), tiles.b_tile(s_prev), wg);
+  ring.consumer_step();
+
+  // Issue K block kb into `next`, then retire K block kb-1 from `prev`.
+  auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc], int kb) {
+    ring.wait_producer();
+    const uint32_t s = ring.consumer_stage();
+    const KScales sc = read_scales<Cfg>(tiles.sfa_tile(s), sfb, wg, r0, kb, num_kb);
+    issue_k_block<Cfg>(next, tiles.a_tile(s), tiles.b_tile(s), wg);
+    ring.consumer_step();
+    ptx::wgmma_wait<1>();  // K block kb-1 done; kb may still run
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(prev[i]);
+    release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), lane);
+    promote<Cfg>(final_acc, prev, sc_prev, former);
+    s_prev = s;
+    sc_prev = sc;
+  };
+  auto finish = [&](float (&last)[Cfg::kAcc]) {
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(last[i]);
+    release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), lane);
+    promote<Cfg>(final_acc, last, sc_prev, former);
+  };
+  int kb = 1;
+  while (true) {  // unrolled by two so each accumulator stays a fixed register array
+    if (kb >= num_kb) { finish(acc0); break; }
+    step(acc1, acc0, kb++);
+    if (kb >= num_kb) { finish(acc1); break; }
+    step(acc0, acc1, kb++);
+  }
+}
+
 /// One math warpgroup: main loop with per-K-block promotion, then the epilogue.
 template <class Cfg>
 __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
@@ -327,46 +440,26 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) final_acc[i] = 0.0f;
 
-    for (int kb = 0; kb < p.num_kb; ++kb) {
-      auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
-      if (live) {
-        const float* sfa = stage.sfa_tile() + wg * Cfg::WG_M;
-        const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
-        const float sb0 = sfb[kb];
-        const float sb1 = Cfg::kUniformScaleB ? sb0 : sfb[p.num_kb + kb];
-        const uint64_t desc_a = ptx::make_smem_desc(
-            ptx::smem_addr(stage.a_tile() + wg * Cfg::WG_M * Cfg::BLOCK_K), 0, 1024,
-            ptx::WgmmaSwizzle::k128B);
-        const uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(stage.b_tile()), 0, 1024,
-                                                    ptx::WgmmaSwizzle::k128B);
-        float acc[Cfg::kAcc];
+    if (Cfg::kOverlap && live) {
+      mainloop_overlap<Cfg>(pipe, final_acc, sfb, wg, r0, lane, former, p.num_kb);
+    } else {
+      for (int kb = 0; kb < p.num_kb; ++kb) {
+        auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
+        if (live) {
+          const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, r0, kb, p.num_kb);
+          float acc[Cfg::kAcc];
+          issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg);
+          ptx::wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)  // k32 slices: +32 bytes = +2 in the desc
-          Cfg::Mma::mma(acc, desc_a + 2 * k, desc_b + 2 * k, k > 0 ? 1 : 0);
-        ptx::wgmma_commit();
-#pragma unroll
-        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
-        ptx::wgmma_wait<0>();
-        // Smem of this stage is no longer read (scales are in registers): free it.
-        release_input_stage<Cfg>(stage, lane);
-        std::move(stage).release_without_signal();
-
-        const float s00 = sa0 * sb0, s10 = sa1 * sb0;
-        const float s01 = sa0 * sb1, s11 = sa1 * sb1;
-#pragma unroll
-        for (int g = 0; g < Cfg::kAcc / 4; ++g) {  // g: 8-column group
-          const bool first = Cfg::kUniformScaleB || g < former;
-          final_acc[4 * g + 0] += (first ? s00 : s01) * acc[4 * g + 0];
-          final_acc[4 * g + 1] += (first ? s00 : s01) * acc[4 * g + 1];
-          final_acc[4 * g + 2] += (first ? s10 : s11) * acc[4 * g + 2];
-          final_acc[4 * g + 3] += (first ? s10 : s11) * acc[4 * g + 3];
+          for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+          // Smem of this stage is no longer read (scales are in registers): free it.
+          release_input_stage<Cfg>(stage, lane);
+          std::move(stage).release_without_signal();
+          promote<Cfg>(final_acc, acc, sc, former);
+        } else {
+          release_input_stage<Cfg>(stage, lane);
+          std::move(stage).release_without_signal();
         }
-      } else {
-        release_input_stage<Cfg>(stage, lane);
-        std::move(stage).release_without_signal();
       }
     }
 
