@@ -18,7 +18,8 @@
 //                      failure instead of hanging)
 //   --trap-unreleased  a linear handle destroyed without release() must trap
 //
-// Usage: pipeline_device_test [--rounds N] [--seed S] [--only SUBSTR] [--trap-hang|--trap-unreleased]
+// Usage: pipeline_device_test [--rounds N] [--blocks B] [--seed S] [--only A,B] [--exclude A,B]
+//                             [--trap-hang|--trap-unreleased]
 // Build: nvcc -gencode=arch=compute_90a,code=sm_90a -std=c++17 -I ffi/include -o ... this.cu
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -594,7 +595,8 @@ struct Ctx {
   uint32_t seed = 1;
   int rounds = 4000;
   int blocks = 8;
-  std::string only;
+  std::string only;     // comma-separated substrings: run only matching tests
+  std::string exclude;  // comma-separated substrings: skip matching tests
   int failures = 0;
   int passed = 0;
 };
@@ -640,8 +642,22 @@ struct DeviceBuf {
   }
 };
 
+// True if `name` contains one of the comma-separated substrings of `list`.
+static bool matches_any(const std::string& list, const std::string& name) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = list.find(',', start);
+    const std::string part = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty() && name.find(part) != std::string::npos) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
 static bool selected(const Ctx& c, const std::string& name) {
-  return c.only.empty() || name.find(c.only) != std::string::npos;
+  if (!c.exclude.empty() && matches_any(c.exclude, name)) return false;
+  return c.only.empty() || matches_any(c.only, name);
 }
 
 template <int Stages, int Mode>
@@ -810,6 +826,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) c.seed = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (!std::strcmp(argv[i], "--blocks") && i + 1 < argc) c.blocks = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) c.only = argv[++i];
+    else if (!std::strcmp(argv[i], "--exclude") && i + 1 < argc) c.exclude = argv[++i];
     else if (!std::strcmp(argv[i], "--trap-hang")) trap_hang = true;
     else if (!std::strcmp(argv[i], "--trap-unreleased")) trap_unreleased = true;
   }
