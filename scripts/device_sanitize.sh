@@ -28,7 +28,11 @@ print("small-M ok", float(jnp.abs(d).max()) > 0, flush=True)
 PY
 cd /tmp
 for tool in memcheck racecheck; do
-  echo "== $tool"
-  timeout 240 compute-sanitizer --tool $tool --kernel-name kns=sm90_gemm_kernel --print-limit 20 \
-      python3 /tmp/sanitize_gemm.py 2>&1 | tail -25 | tee "$OUT/sanitize_$tool.log"
+  for forced in "" "0 2"; do  # heuristic choice; then 128x256 with a 2-CTA cluster
+    set -- $forced
+    echo "== $tool ${forced:+(config $1, cluster $2)}"
+    JAX_SM100_SM90_CONFIG=${1:-} JAX_SM100_SM90_CLUSTER=${2:-} \
+    timeout 240 compute-sanitizer --tool $tool --kernel-name kns=sm90_gemm_kernel --print-limit 20 \
+        python3 /tmp/sanitize_gemm.py 2>&1 | tail -12 | tee -a "$OUT/sanitize_$tool.log"
+  done
 done

@@ -88,10 +88,6 @@ inline Sm90TileConfig choose_config(int64_t m, int64_t n, int64_t batch, int num
 /// Cluster size along M: 2 (pairs of M tiles share a multicast B tile, halving B's
 /// L2->SM traffic) for the 128-row configs when the M tiles pair up evenly; else 1.
 inline int choose_cluster(Sm90TileConfig cfg, int64_t m) {
-  // Off by default: on H200 (2026-11-21) the 2-CTA version ran at ~0.7x of the 1-CTA
-  // kernel (8192^3: 489 vs 683 TFLOP/s); opt in with JAX_SM100_SM90_CLUSTER=2.
-  constexpr bool kClustersByDefault = false;
-  if (!kClustersByDefault) return 1;
   if (cfg != Sm90TileConfig::k128x256 && cfg != Sm90TileConfig::k128x128) return 1;
   const int64_t m_tiles = (m + 127) / 128;
   return (m_tiles >= 2 && m_tiles % 2 == 0) ? 2 : 1;
