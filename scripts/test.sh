@@ -6,9 +6,11 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
 . "$repo/scripts/setup_env.sh"
-# The SASS check in tests/test_build.py needs cuobjdump; the CUDA toolkit on a
-# CPU machine may lack it, NVIDIA's PyPI package provides it.
-python -m pip install -q nvidia-cuda-cuobjdump || echo "[test] could not install nvidia-cuda-cuobjdump"
+# The SASS check in tests/test_build.py needs cuobjdump and the nvdisasm it
+# calls; the CUDA toolkit on a CPU machine may lack both, NVIDIA's PyPI
+# packages provide them.
+python -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm \
+  || echo "[test] could not install nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm"
 if command -v nvcc >/dev/null 2>&1 && [ "${JAX_SM100_ENABLE_CUDA:-ON}" != "OFF" ]; then
   export JAX_SM100_EXPECT_KERNELS=1   # a build that lost its kernels must fail the tests
 fi

@@ -36,8 +36,12 @@ def _sass(arch):
         if EXPECT_KERNELS:
             pytest.fail("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
         pytest.skip("cuobjdump not available")
+    # cuobjdump runs nvdisasm for SASS: look for it beside cuobjdump too.
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(exe) + os.pathsep + env.get("PATH", "")
     out = subprocess.run([exe, "--dump-sass", "--gpu-architecture", arch, _ffi.__file__],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, f"cuobjdump failed: {out.stderr.strip()}"
     return out.stdout
 
 
@@ -53,7 +57,8 @@ def test_registrations_match_build():
     if not _ffi.has_cuda():
         assert regs == {}
         return
-    for name in ("jax_sm100_gemm", "jax_sm100_gemm_residual"):
+    for name in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
+                 "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8"):
         assert name in regs, f"FFI target {name} missing from a CUDA build"
 
 
@@ -62,5 +67,6 @@ def test_registrations_match_build():
 def test_sm90a_sass_has_wgmma_and_tma():
     sass = _sass("sm_90a")
     assert "HGMMA" in sass, "sm_90a code has no WGMMA (HGMMA) instruction: the fast path is gone"
+    assert "QGMMA" in sass, "sm_90a code has no FP8 WGMMA (QGMMA) instruction"
     assert "UTMALDG" in sass, "sm_90a code has no TMA load (UTMALDG)"
     assert "UTMASTG" in sass, "sm_90a code has no TMA store (UTMASTG)"
