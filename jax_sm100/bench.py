@@ -113,17 +113,21 @@ def _n_sets(m, n, k, itemsize=2, budget=3 << 30):
   return int(max(4, min(64, by_mem, by_work)))
 
 
-def _time_call(fn, sets, repeats, warmup=2):
-  """Median seconds of one op call: one jit over all sets, median over repeats."""
-  run = jax.jit(lambda s: [fn(*x) for x in s])
+def _time_pair(fn_a, fn_b, sets, repeats, warmup=2):
+  """Median seconds of one call of each op. Each op runs in one jit over all sets;
+  the two ops alternate call by call (a, b, a, b, ...) so clock and power drift hit
+  both alike. Returns (median_a, median_b, all_a, all_b), per op call."""
+  runs = [jax.jit(lambda s, f=f: [f(*x) for x in s]) for f in (fn_a, fn_b)]
   for _ in range(warmup):
-    jax.block_until_ready(run(sets))
-  times = []
+    for run in runs:
+      jax.block_until_ready(run(sets))
+  times = ([], [])
   for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(run(sets))
-    times.append(time.perf_counter() - t0)
-  return float(np.median(times)) / len(sets), [t / len(sets) for t in times]
+    for i, run in enumerate(runs):
+      t0 = time.perf_counter()
+      jax.block_until_ready(run(sets))
+      times[i].append((time.perf_counter() - t0) / len(sets))
+  return float(np.median(times[0])), float(np.median(times[1])), times[0], times[1]
 
 
 def _git_commit():
@@ -155,18 +159,18 @@ def run(shapes, columns, repeats, out_dir, log=print):
       n_sets = _n_sets(m, n, k)
       sets = make(n_sets)
       flops = col.flops(m, n, k)
-      t_ours, all_ours = _time_call(ours, sets, repeats)
-      t_base, all_base = _time_call(base, sets, repeats)
-      # A second pass of ours shows the run-to-run spread (noise floor of the ratio).
-      t_ours2, _ = _time_call(ours, sets, repeats)
+      t_ours, t_base, all_ours, all_base = _time_pair(ours, base, sets, repeats)
+      # A second interleaved pass shows the run-to-run spread (noise floor of the ratio).
+      t_ours2, t_base2, _, _ = _time_pair(ours, base, sets, repeats)
       row = dict(column=col.name, m=m, n=n, k=k, n_sets=n_sets,
-                 ours_s=t_ours, ours_s_repeat=t_ours2, xla_s=t_base,
+                 ours_s=t_ours, ours_s_repeat=t_ours2, xla_s=t_base, xla_s_repeat=t_base2,
                  ours_tflops=flops / t_ours / 1e12, xla_tflops=flops / t_base / 1e12,
                  ratio=t_base / t_ours, ours_all_s=all_ours, xla_all_s=all_base)
       results.append(row)
       log(f"{col.name:9s} {m:6d}x{n:6d}x{k:6d}  ours {row['ours_tflops']:7.1f}  "
           f"xla {row['xla_tflops']:7.1f} TFLOP/s  ratio {row['ratio']:.3f}  "
-          f"(ours again {flops / t_ours2 / 1e12:7.1f}; {n_sets} sets)")
+          f"(2nd pass: ours {flops / t_ours2 / 1e12:7.1f} xla {flops / t_base2 / 1e12:7.1f}; "
+          f"{n_sets} sets)")
       del sets
   summary = {}
   for col in columns:
