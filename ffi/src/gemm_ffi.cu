@@ -252,7 +252,7 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
     if (force[0] >= '0' && force[0] <= '3' && force[1] == 0)
       cfg = static_cast<Sm90TileConfig>(force[0] - '0');
   }
-  pr.cluster = jax_sm100::host::choose_cluster(cfg, pr.m);
+  pr.cluster = jax_sm100::host::choose_cluster(cfg, pr.m, pr.n, pr.batch, info.num_sms);
   // Tuning knob: JAX_SM100_SM90_CLUSTER=1 turns the 2-CTA clusters off (=2 forces them
   // where the config allows: 128-row tiles).
   if (const char* force = std::getenv("JAX_SM100_SM90_CLUSTER")) {
