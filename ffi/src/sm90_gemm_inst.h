@@ -124,8 +124,15 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   }
   const int64_t clusters = units < max_clusters ? units : max_clusters;
   lc.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kCluster), 1, 1);
-  cudaError_t e = cudaLaunchKernelEx(&lc, kernel, p);
-  if (e == cudaSuccess) e = cudaGetLastError();
+  cudaError_t e;
+  if constexpr (Cfg::kCluster == 1) {
+    // No cluster attribute: the ordinary launch path (cheaper for microsecond kernels).
+    kernel<<<lc.gridDim, lc.blockDim, lc.dynamicSmemBytes, stream>>>(p);
+    e = cudaGetLastError();
+  } else {
+    e = cudaLaunchKernelEx(&lc, kernel, p);
+    if (e == cudaSuccess) e = cudaGetLastError();
+  }
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   return "";
 }
