@@ -16,7 +16,8 @@ GEMM = "jax_sm100_gemm"
 GEMM_RESIDUAL = "jax_sm100_gemm_residual"
 FP8_GEMM = "jax_sm100_fp8_gemm"
 FP8_GEMM_RESIDUAL = "jax_sm100_fp8_gemm_residual"
-KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL)
+QUANTIZE_FP8 = "jax_sm100_quantize_fp8"
+KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, QUANTIZE_FP8)
 
 try:
   _ffi = importlib.import_module("jax_sm100._ffi")

@@ -8,7 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.custom_batching import custom_vmap
+
 from jax_sm100 import _backend, _checks, _gemm
+from jax_sm100 import _ffi_registry as reg
 
 E4M3 = np.dtype(jnp.float8_e4m3fn)
 BLOCK = _gemm.FP8_BLOCK
@@ -48,6 +51,57 @@ def _quantize(x, block, dtype):
   return q, scale
 
 
+# Kernel path: target jax_sm100_quantize_fp8 (e4m3, 1x128 or 128x128 blocks,
+# bf16/fp16/f32 input), bit-identical to _quantize (tests/test_fp8_gpu.py).
+_QUANT_KERNEL_BLOCKS = ((1, BLOCK), (BLOCK, BLOCK))
+_QUANT_KERNEL_IN = tuple(np.dtype(t) for t in (jnp.bfloat16, jnp.float16, jnp.float32))
+
+
+def _quantize_launch(x, block_rows: int):
+  r, c = x.shape
+  scale_rows = r if block_rows == 1 else _cdiv(r, BLOCK)
+  out = (jax.ShapeDtypeStruct((r, c), E4M3),
+         jax.ShapeDtypeStruct((scale_rows, _cdiv(c, BLOCK)), np.float32))
+  return jax.ffi.ffi_call(reg.QUANTIZE_FP8, out)(
+      x, block_rows=np.int32(block_rows), scale_transposed=np.int32(0))
+
+
+@functools.lru_cache(maxsize=None)
+def _quantize_kernel(block_rows: int):
+  """The quantize launch as a custom_vmap function (vmap never loops).
+
+  vmap rule: 1x128 blocks never cross rows, so the vmapped axis folds into R
+  (one launch); 128x128 blocks would straddle the fold, so the batched
+  reference runs instead (XLA fusions, not a loop).
+  """
+
+  @custom_vmap
+  def call(x):
+    return _quantize_launch(x, block_rows)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, x):
+    del axis_size
+    if not in_batched[0]:
+      return call(x), (False, False)
+    if block_rows == 1:
+      q, s = call(x.reshape((-1, x.shape[-1])))
+      return (q.reshape(x.shape), s.reshape(x.shape[:2] + s.shape[-1:])), (True, True)
+    ref = functools.partial(_quantize, block=(block_rows, BLOCK), dtype=E4M3)
+    return jax.vmap(ref)(x), (True, True)
+
+  return call
+
+
+def _quantize_op(ctx, x, block, dtype):
+  """Blockwise quantization: the quantize kernel when usable, else _quantize."""
+  if (ctx.can_call(reg.QUANTIZE_FP8) and np.dtype(dtype) == E4M3
+      and tuple(block) in _QUANT_KERNEL_BLOCKS and np.dtype(x.dtype) in _QUANT_KERNEL_IN
+      and x.size > 0):
+    return _quantize_kernel(int(block[0]))(x)
+  return _quantize(x, tuple(block), dtype)
+
+
 def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   """Quantize x (R, C) to FP8 with one float32 scale per (block[0], block[1]) tile.
 
@@ -80,7 +134,7 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   if dt not in _checks.FP8_DTYPES:
     raise TypeError(f"jax_sm100.{op}: dtype must be float8_e4m3fn or float8_e5m2; "
                     f"got {dtype!r}.")
-  return _quantize(x, (int(block[0]), int(block[1])), dt)
+  return _quantize_op(_backend.context(), x, (int(block[0]), int(block[1])), dt)
 
 
 # ----------------------------------------------------------------------------
@@ -145,8 +199,8 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
 def _fp8_product(ctx, lhs, rhs_t, out_dtype):
   """lhs (M, C) @ rhs_t(R, C)^T with lhs in 1x128 and rhs_t in 128x128 blocks
   along the contraction C, through the fp8 dispatch."""
-  lq, ls = _quantize(lhs, (1, BLOCK), E4M3)
-  rq, rs = _quantize(rhs_t, (BLOCK, BLOCK), E4M3)
+  lq, ls = _quantize_op(ctx, lhs, (1, BLOCK), E4M3)
+  rq, rs = _quantize_op(ctx, rhs_t, (BLOCK, BLOCK), E4M3)
   return _gemm.fp8_gemm(ctx, lq, ls, rq, rs, None, 0.0, out_dtype)
 
 
@@ -158,8 +212,8 @@ def _fp8_dot(ctx, out_dtype, w_dtype, x2, w):
 
 def _fp8_dot_fwd(ctx, out_dtype, w_dtype, x2, w):
   del w_dtype
-  xq, xs = _quantize(x2, (1, BLOCK), E4M3)
-  wq_t, ws = _quantize(w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
+  xq, xs = _quantize_op(ctx, x2, (1, BLOCK), E4M3)
+  wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
   y = _gemm.fp8_gemm(ctx, xq, xs, wq_t, ws, None, 0.0, out_dtype)
   # The 128x128 tiles of w and w^T are the same tiles: the backward reuses the
   # quantized weight transposed (exact) instead of quantizing w again.
@@ -170,7 +224,7 @@ def _fp8_dot_bwd(ctx, out_dtype, w_dtype, res, g):
   del out_dtype
   x2, wq_t, ws = res
   # dx (M, K) = g (M, N) @ w^T: g in 1x128 blocks along N; w (K, N) 128x128.
-  gq, gs = _quantize(g, (1, BLOCK), E4M3)
+  gq, gs = _quantize_op(ctx, g, (1, BLOCK), E4M3)
   dx = _gemm.fp8_gemm(ctx, gq, gs, wq_t.T, ws.T, None, 0.0, x2.dtype)
   # dw (K, N) = x^T @ g: x^T (K, M) in 1x128 blocks along M; g^T (N, M) 128x128.
   dw = _fp8_product(ctx, x2.T, g.T, w_dtype)

@@ -162,8 +162,11 @@ def test_fp8_lowering(fake_sm90):
   # the kernel only writes bf16: an f32 output takes the reference
   x32 = jnp.ones((40, 200), jnp.float32)
   assert custom_calls(jax_sm100.fp8_dot, x32, x32.T)[0] == []
-  q, s = jax_sm100.quantize_fp8_blockwise(x)
-  qb, sb = jax_sm100.quantize_fp8_blockwise(w.T, block=(128, 128))
+  # Inputs from the reference quantizer: under fake_sm90 the public one would
+  # launch the (absent) quantize kernel eagerly.
+  from jax_sm100._fp8 import _quantize
+  q, s = _quantize(x, (1, 128), jnp.float8_e4m3fn)
+  qb, sb = _quantize(w.T, (128, 128), jnp.float8_e4m3fn)
   f = lambda *o: jax_sm100.fp8_blockwise_matmul(*o, c=jnp.ones((40, 72), BF16), beta=0.5)
   calls, _ = custom_calls(f, q, s, qb, sb)
   assert [c[0] for c in calls] == ["jax_sm100_fp8_gemm_residual"]
@@ -269,7 +272,7 @@ def test_emulated_fp8_path_matches_reference(rng, emulated_kernels):
   y = jax.vmap(jax_sm100.fp8_dot, (0, None))(x, w)
   yw = jax.vmap(jax_sm100.fp8_dot)(x, ws)
   gx, gw = jax.grad(loss, (0, 1))(x, w)
-  assert {c[0] for c in emulated_kernels} == {"jax_sm100_fp8_gemm"}
+  assert {c[0] for c in emulated_kernels} == {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8"}
   jax.clear_caches()
   with pytest.MonkeyPatch.context() as mp:
     mp.setenv(_backend.FORCE_REFERENCE_ENV, "1")

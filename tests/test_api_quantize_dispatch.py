@@ -1,0 +1,73 @@
+"""The FP8 quantization kernel dispatch, checked without a GPU (see test_api_dispatch).
+
+quantize_fp8_blockwise and fp8_dot's quantizations must launch the
+jax_sm100_quantize_fp8 kernel on the kernel path (1x128 / 128x128 e4m3 blocks)
+and the reference for everything else; vmap must not loop.
+"""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_sm100
+from conftest import random_array
+
+TARGET = "jax_sm100_quantize_fp8"
+
+
+def quant_calls(f, *args):
+  text = jax.jit(f).lower(*args).as_text()
+  return re.findall(r"stablehlo\.custom_call @" + TARGET + r"\(.*?\{.*?block_rows = (\d+) : i32", text)
+
+
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_quantize_lowers_to_the_kernel(fake_sm90, block):
+  x = jnp.ones((257, 300), jnp.bfloat16)
+  calls = quant_calls(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block), x)
+  assert calls == [str(block[0])]
+
+
+@pytest.mark.parametrize("block,dtype", [((1, 64), jnp.float8_e4m3fn),
+                                         ((32, 128), jnp.float8_e4m3fn),
+                                         ((1, 128), jnp.float8_e5m2)])
+def test_quantize_other_blocks_or_formats_take_the_reference(fake_sm90, block, dtype):
+  x = jnp.ones((64, 256), jnp.float32)
+  assert quant_calls(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block, dtype=dtype), x) == []
+
+
+def test_quantize_vmap_1x128_is_one_launch(fake_sm90):
+  x = jnp.ones((4, 33, 256), jnp.bfloat16)
+  f = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))
+  assert quant_calls(f, x) == ["1"]
+
+
+def test_fp8_dot_forward_and_backward_quantize_on_the_kernel(fake_sm90):
+  x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
+  fwd = quant_calls(jax_sm100.fp8_dot, x, w)
+  assert sorted(fwd) == ["1", "128"]          # x in 1x128, w in 128x128
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
+  both = quant_calls(jax.grad(loss, argnums=(0, 1)), x, w)
+  # forward: x (1x128), w (128x128); backward: g (1x128), x^T (1x128), g^T (128x128)
+  assert sorted(both) == ["1", "1", "1", "128", "128"]
+
+
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_emulated_quantize_path_matches_reference(rng, emulated_kernels, block):
+  x = random_array(rng, (200, 260), jnp.float32, scale=3.0)
+  q, s = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))(x)
+  assert any(c[0] == TARGET for c in emulated_kernels)
+  from jax_sm100._fp8 import _quantize
+  q_ref, s_ref = _quantize(x, block, jnp.float8_e4m3fn)
+  np.testing.assert_array_equal(np.asarray(s), np.asarray(s_ref))
+  np.testing.assert_array_equal(np.asarray(q.astype(jnp.float32)), np.asarray(q_ref.astype(jnp.float32)))
+
+
+def test_emulated_quantize_vmap_matches_per_example(rng, emulated_kernels):
+  x = random_array(rng, (3, 17, 256), jnp.bfloat16)
+  q, s = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))(x)
+  for i in range(x.shape[0]):
+    qi, si = jax_sm100.quantize_fp8_blockwise(x[i], block=(1, 128))
+    np.testing.assert_array_equal(np.asarray(s[i]), np.asarray(si))
+    np.testing.assert_array_equal(np.asarray(q[i].astype(jnp.float32)), np.asarray(qi.astype(jnp.float32)))
