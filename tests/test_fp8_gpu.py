@@ -326,6 +326,22 @@ def test_quantize_bit_exact(rng, r, c, block_rows, dtype):
   assert _bits_equal(s, ns) and _bits_equal(q, nq), "differs from the NumPy emulation"
 
 
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_public_quantize_uses_kernel_and_is_bit_exact(rng, block):
+  x = jnp.asarray((rng.standard_normal((300, 1000)) * 5).astype(np.float32)).astype(jnp.bfloat16)
+  f = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))
+  assert QUANT in f.lower(x).as_text()
+  q, s = f(x)
+  rq, rs = _reference_quantize_cpu(x, block)
+  assert _bits_equal(s, rs) and _bits_equal(q, rq), "public op differs from the reference"
+  # vmap of 1x128 folds into rows (one launch); 128x128 takes the batched reference
+  xb = jnp.stack([x[:150], x[150:]])
+  qb, sb = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))(xb)
+  for i in range(2):
+    qi, si = _reference_quantize_cpu(xb[i], block)
+    assert _bits_equal(sb[i], si) and _bits_equal(qb[i], qi), f"vmapped example {i} differs"
+
+
 def test_quantize_transposed_scale_layout(rng):
   x = jnp.asarray(rng.standard_normal((301, 1000)).astype(np.float32)).astype(jnp.bfloat16)
   q, s = ffi_quantize(x, 1)
