@@ -16,6 +16,7 @@ steps and the backend that ran; exits 1 if a variant's loss did not decrease.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -71,13 +72,14 @@ def train(variant, args):
     updates, opt_state = opt.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
-  losses, window = [], []
+  losses, logged_steps, window = [], [], []
   t0 = time.perf_counter()
   for i, k in enumerate(jax.random.split(k_data, args.steps), start=1):
     params, opt_state, loss = step(params, opt_state, k)
     window.append(float(loss))
     if i % args.log_every == 0 or i == args.steps:
       losses.append(float(np.mean(window)))
+      logged_steps.append(i)
       window = []
       print(f"[{variant}] step {i:5d}  loss {losses[-1]:.4f}", flush=True)
   dt = time.perf_counter() - t0
@@ -85,7 +87,30 @@ def train(variant, args):
   ok = len(losses) >= 2 and last < 0.9 * first
   print(f"[{variant}] loss {first:.4f} -> {last:.4f} in {dt:.1f}s: "
         f"{'decreased' if ok else 'DID NOT DECREASE'}", flush=True)
-  return ok
+  return ok, {"steps": logged_steps, "loss": losses, "seconds": dt}
+
+
+def _save_curves(args, curves):
+  """--json / --png: the loss curves of every variant, for docs/."""
+  dev = jax.devices()[0]
+  record = {"backend": jax_sm100.backend(), "device": dev.device_kind,
+            "jax": jax.__version__, "args": vars(args), "curves": curves}
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(record, f, indent=1)
+  if args.png:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for variant, c in curves.items():
+      ax.plot(c["steps"], c["loss"], label=variant)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"training loss (mean over {args.log_every} steps)")
+    ax.set_title(f"MLP through jax_sm100 ({record['backend']}, {dev.device_kind})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=120)
 
 
 def main(argv=None):
@@ -101,6 +126,8 @@ def main(argv=None):
   p.add_argument("--lr", type=float, default=3e-3)
   p.add_argument("--log-every", type=int, default=50)
   p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--json", help="write the loss curves (and device, backend) to this JSON file")
+  p.add_argument("--png", help="plot the loss curves to this PNG file (needs matplotlib)")
   args = p.parse_args(argv)
   if args.steps < 2 * args.log_every:
     p.error("--steps must be at least 2 * --log-every (two loss averages to compare)")
@@ -109,7 +136,10 @@ def main(argv=None):
   print(f"jax_sm100.backend() = {jax_sm100.backend()!r}  (device: {dev.device_kind}, "
         f"jax {jax.__version__})", flush=True)
   variants = ["bf16", "fp8"] if args.variant == "both" else [args.variant]
-  results = {v: train(v, args) for v in variants}
+  runs = {v: train(v, args) for v in variants}
+  results = {v: ok for v, (ok, _) in runs.items()}
+  if args.json or args.png:
+    _save_curves(args, {v: curve for v, (_, curve) in runs.items()})
   if not all(results.values()):
     print(f"FAILED: the loss did not decrease for {[v for v, ok in results.items() if not ok]}")
     return 1
