@@ -75,13 +75,17 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
 }
 
 /// Arrive on the barrier at the same shared-memory offset in cluster CTA `cta_rank`
-/// (mapa + mbarrier.arrive.release.cluster.shared::cluster). `bar` is this CTA's copy.
+/// (mapa + mbarrier.arrive.shared::cluster, i.e. the default .release.cta semantics, as
+/// CUTLASS's ClusterBarrier::arrive). `bar` is this CTA's copy.
+/// Why not .release.cluster: a consumer frees a stage only after the reads it signals
+/// (wgmma / ld.shared) have retired, so no cluster-wide release fence is needed, and on
+/// an H200 the .release.cluster form cost the 2-CTA GEMM ~30% (docs/sm90_gemm.md, v4).
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                : "=r"(remote)
                : "r"(smem_addr(bar)), "r"(cta_rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];"
                :
                : "r"(remote)
                : "memory");
