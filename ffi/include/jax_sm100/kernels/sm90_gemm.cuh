@@ -11,8 +11,8 @@
 //     fp32 accum -> alpha, beta*C (C from smem) -> Out -> swizzled smem -> TMA store.
 //     NumWG = 2 normally; 1 for the small 64x64 decode tile (more CTAs for small M).
 //
-// Epilogue staging: plain kernels stage D through two 64 x 128 B buffers per
-// warpgroup. Residual kernels stage D IN PLACE in the C chunk the epilogue-load warp
+// Epilogue staging: plain kernels stage D through kDBufs 64 x 128 B buffers per
+// warpgroup (4 for 256-wide warpgroup tiles: one barrier pair per bf16 tile). Residual kernels stage D IN PLACE in the C chunk the epilogue-load warp
 // brought in (each thread overwrites exactly the C elements it read), so C needs no
 // extra buffer; a C stage is handed back to the load warp once the TMA store that
 // reads it has finished reading shared memory (cp.async.bulk.wait_group.read).
@@ -103,8 +103,10 @@ struct GemmConfig {
   static constexpr uint32_t kBTileBytes = BN * kBlockK * 2;  // (BN, 64) 16-bit
   static constexpr uint32_t kPayloadBytes = Stages * (kATileBytes + kBTileBytes);
   static constexpr uint32_t kDOffset = kPayloadBytes;
-  // Plain: (NumWG, double buffer 2) D staging. Residual: D is staged in the C chunks.
-  static constexpr uint32_t kDBytes = CStages > 0 ? 0 : NumWG * 2 * kEpiTileBytes;
+  // Plain: (NumWG, kDBufs) D staging chunks; all chunks of a group are written, then
+  // stored together. Residual: D is staged in the C chunks (no D buffers).
+  static constexpr int kDBufs = CStages > 0 ? 0 : (kWgTileN >= 256 ? 4 : 2);
+  static constexpr uint32_t kDBytes = NumWG * kDBufs * kEpiTileBytes;
   static constexpr uint32_t kCOffset = kDOffset + kDBytes;
   static constexpr uint32_t kCBytes = CStages * NumWG * kEpiTileBytes;  // (CStages, NumWG)
   static constexpr uint32_t kBarOffset = kCOffset + kCBytes;
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   auto* payload = reinterpret_cast<Payload*>(smem);
-  uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, buffer 2, 64 rows, 128 B)
+  uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, kDBufs, 64 rows, 128 B)
   uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (CStages, NumWG, 64 rows, 128 B)
   auto* bars = reinterpret_cast<DeviceBarrier*>(smem + Cfg::kBarOffset);
 
@@ -367,8 +369,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const uint32_t a_off = wm * 64 * 128;
     const uint32_t b_off = wn * Cfg::kWgTileN * 128;
     float acc[Cfg::kWgTileN / 2];
-    uint32_t dbuf = 0;  // plain: which of the two D staging buffers is next
-    uint8_t* my_d = smem_d + w * 2 * Cfg::kEpiTileBytes;
+    uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
 
     for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
@@ -399,10 +400,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           epi.wait_producer();  // C chunk landed; D goes to the same bytes
           buf = smem_c + (epi.consumer_stage() * Cfg::kNumWG + w) * Cfg::kEpiTileBytes;
         } else {
-          buf = my_d + dbuf * Cfg::kEpiTileBytes;
-          // The store issued from this buffer two chunks ago must have finished reading it.
-          if (tid_wg == 0) ptx::tma_store_wait_group_read<1>();
-          detail::named_bar_sync<128>(1 + w);
+          buf = my_d + (c % Cfg::kDBufs) * Cfg::kEpiTileBytes;
+          if (c % Cfg::kDBufs == 0) {
+            // A new group reuses every buffer: the previous group's stores (issued one
+            // main loop ago, except for f32 tiles wider than one group) must have read them.
+            if (tid_wg == 0) ptx::tma_store_wait_group_read<0>();
+            detail::named_bar_sync<128>(1 + w);
+          }
         }
 #pragma unroll
         for (int j = 0; j < kEpiN / 8; ++j) {
@@ -423,6 +427,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 detail::Pack2<Out>::pack(x, y);
           }
         }
+        if constexpr (!Cfg::kResidual) {
+          // Plain: store a group once all of its chunks are in shared memory.
+          if (c % Cfg::kDBufs == Cfg::kDBufs - 1 || c == kChunks - 1) {
+            ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
+            detail::named_bar_sync<128>(1 + w);
+            if (tid_wg == 0) {
+              for (int cc = c - c % Cfg::kDBufs; cc <= c; ++cc)
+                ptx::tma_store_3d(&p.tma_d, my_d + (cc % Cfg::kDBufs) * Cfg::kEpiTileBytes,
+                                  col0 + cc * kEpiN, row0, zd);
+              ptx::tma_store_commit_group();
+            }
+          }
+          continue;
+        }
         ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
         detail::named_bar_sync<128>(1 + w);
         if (tid_wg == 0) {
@@ -437,7 +455,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
         }
         if constexpr (Cfg::kResidual) epi.consumer_step();
-        else dbuf ^= 1;
       }
       if constexpr (Cfg::kResidual) {
         // Free the tile's last C stage so the load warp can run ahead into the next tile.
