@@ -162,15 +162,6 @@ __device__ __forceinline__ uint32_t swizzle128(uint32_t row, uint32_t byte) {
   return row * 128u + ((((byte >> 4) ^ row) & 7u) << 4) + (byte & 15u);
 }
 
-/// Arrive on the mbarrier at `bar`'s offset in cluster CTA `cta_rank`, with the default
-/// (.release.cta) semantics CUTLASS's ClusterBarrier uses for consumer releases. The
-/// pipeline library's arrive_cluster uses .release.cluster, a heavier fence.
-__device__ __forceinline__ void mbarrier_arrive_remote_cta_scope(uint64_t* bar, uint32_t cta_rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(ptx::smem_addr(bar)), "r"(cta_rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-
 template <class Out>
 struct Pack2;  // two consecutive output elements <-> two floats
 template <>
@@ -208,11 +199,9 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
     if constexpr (Cfg::kCluster == 1) {
       if (lane == 0) input.pipeline.consumer_mbar(stage)->arrive();
     } else {
-      // CTA-scope release (not DeviceBarrier::arrive_cluster's .release.cluster): measured
-      // on H200, the cluster-scope fence on every stage made the 2-CTA kernel ~30% slower
-      // than the 1-CTA one; with this arrive it is faster (8192^3: 709 vs 683 TFLOP/s).
-      if (lane < Cfg::kCluster)
-        detail::mbarrier_arrive_remote_cta_scope(input.pipeline.consumer_mbar(stage)->ptr(), lane);
+      // Lane-guarded explicit arrive, one per cluster CTA (CTA-scope release: see
+      // ptx::mbarrier_arrive_cluster for why not .release.cluster).
+      if (lane < Cfg::kCluster) input.pipeline.consumer_mbar(stage)->arrive_cluster(lane);
     }
   };
   auto consumer = input.consumer();
