@@ -29,7 +29,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -42,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
+from jax_sm100.bench import _geomean, _git_commit  # noqa: E402
 
 LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 24576, 1536),
          (4096, 7168, 2048)]
@@ -53,14 +53,6 @@ E4M3 = jnp.float8_e4m3fn
 
 def _cdiv(a, b):
   return -(-a // b)
-
-
-def _commit():
-  try:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=True, cwd=os.path.dirname(__file__)).stdout.strip()
-  except Exception:  # no git on the device copy
-    return os.environ.get("JAX_SM100_COMMIT", "unknown")
 
 
 def time_jax(fn, sets, reps):
@@ -370,11 +362,6 @@ def plot(rows, path):
   return True
 
 
-def geomean(xs):
-  xs = [x for x in xs if x and x > 0]
-  return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-
-
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--out", required=True)
@@ -417,10 +404,10 @@ def main(argv=None):
     for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
       ratios = [r[col] / r[base] for r in large if col in r and base in r]
       if ratios:
-        summary[f"geomean_large_{col}_over_{base}"] = geomean(ratios)
+        summary[f"geomean_large_{col}_over_{base}"] = _geomean(ratios)
   result = {
       "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-      "commit": _commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
+      "commit": _git_commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
       "torch_blockwise_call": blk_name, "torch_note": why, "gemm": rows,
       "quantize": quant, "sweep": sw, "summary": summary,
   }

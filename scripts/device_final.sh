@@ -3,7 +3,7 @@
 # pipeline device tests, then the quick GEMM bench and the FP8 bench with its tile/cluster
 # sweep. Results under $OUT.   usage: COMMIT=<sha> bash scripts/device_final.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
+export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a JAX_SM100_GIT_COMMIT="${COMMIT:-unknown}"  # the device copy has no .git
 OUT="${OUT:-/tmp/jax_sm100_out}"; mkdir -p "$OUT"; repo="$(pwd)"
 { date -u; echo "commit ${COMMIT:-unknown}"; nvidia-smi -L; } | tee "$OUT/env.txt"
 python3 -m pip install --no-build-isolation --no-deps -q . > "$OUT/build.log" 2>&1 \

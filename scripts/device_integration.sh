@@ -5,7 +5,7 @@
 # loss curves saved). Logs and results go to $OUT (the device tool's folder).
 #   usage (repo root): COMMIT=<sha> bash scripts/device_integration.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
+export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a JAX_SM100_GIT_COMMIT="${COMMIT:-unknown}"  # the device copy has no .git
 OUT="${OUT:-/tmp/jax_sm100_out}"; mkdir -p "$OUT"
 repo="$(pwd)"
 { date -u; echo "commit ${COMMIT:-unknown}"; nvidia-smi -L; nvcc --version | tail -1
