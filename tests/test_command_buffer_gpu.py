@@ -1,0 +1,63 @@
+"""The kernels' FFI handlers claim to be CUDA-graph safe (kCmdBufferCompatible).
+
+Under XLA command buffers a handler's launch is captured into a CUDA graph and replayed.
+Our launches bake buffer addresses into TMA tensor maps (kernel parameters), so this
+checks that results stay right when the same jitted function runs on several distinct
+input buffers with command buffers on for custom calls (a stale capture would reuse an
+old address and give an old answer). Runs in a subprocess so the XLA flags apply.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np, jax, jax.numpy as jnp, jax_sm100
+    assert jax_sm100.backend() == "sm90", jax_sm100.backend()
+    rng = np.random.default_rng(int.from_bytes(__import__("os").urandom(4), "little"))
+
+    @jax.jit
+    def f(a, b, c, x, w):
+        d = jax_sm100.matmul(a, b)
+        r = jax_sm100.matmul_residual(a, b, c, alpha=0.5, beta=2.0)
+        q, s = jax_sm100.quantize_fp8_blockwise(x, block=(1, 128))
+        y = jax_sm100.fp8_dot(x, w)
+        return d, r, q, s, y
+
+    text = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in
+                     [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])).as_text()
+    assert "jax_sm100_gemm" in text and "jax_sm100_quantize_fp8" in text
+    hlo = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in
+                    [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])).compile().as_text()
+    print("compiled HLO mentions command_buffer:", "command_buffer" in hlo)
+    # bf16 products: bf16 rounding of inputs/outputs (~1e-2 bound); FP8 (e4m3, 3 mantissa
+    # bits): elementwise error up to 2^-4, ~2-3% in norm, so 6e-2 against the exact product.
+    bound = {"matmul": 1e-2, "residual": 1e-2, "fp8_dot": 6e-2, "quantize": 6e-2}
+    worst = dict.fromkeys(bound, 0.0)
+    for i in range(6):  # distinct buffers every call
+        a, b, c, x, w = (jnp.asarray(rng.standard_normal(s), jnp.bfloat16) for s in
+                         [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])
+        d, r, q, s, y = jax.block_until_ready(f(a, b, c, x, w))
+        A, B, C, X, W = (np.asarray(v, np.float64) for v in (a, b, c, x, w))
+        deq = np.asarray(q, np.float64) * np.repeat(np.asarray(s, np.float64), 128, axis=1)[:, :384]
+        for name, got, ref in (("matmul", d, A @ B), ("residual", r, 0.5 * (A @ B) + 2.0 * C),
+                               ("fp8_dot", y, X @ W), ("quantize", deq, X)):
+            err = np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref)
+            worst[name] = max(worst[name], err)
+    print("worst relative error", worst)
+    assert all(worst[k] < bound[k] for k in bound), worst
+""")
+
+
+def test_results_stay_right_under_command_buffers():
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL"
+                      " --xla_gpu_graph_min_graph_size=1").strip()
+  res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300, cwd="/")
+  assert res.returncode == 0, f"stdout:\n{res.stdout}\nstderr:\n{res.stderr[-4000:]}"
+  assert "worst relative error" in res.stdout
