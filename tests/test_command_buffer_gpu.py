@@ -59,5 +59,6 @@ def test_results_stay_right_under_command_buffers():
                       " --xla_gpu_graph_min_graph_size=1").strip()
   res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
                        timeout=300, cwd="/")
+  print(res.stdout)  # errors per op, and whether XLA formed command buffers (pytest -s)
   assert res.returncode == 0, f"stdout:\n{res.stdout}\nstderr:\n{res.stderr[-4000:]}"
   assert "worst relative error" in res.stdout
