@@ -2,9 +2,9 @@
 // operands in shared memory (described by 64-bit matrix descriptors), plus the
 // fence / commit / wait instructions that order it.
 //
-// The per-N specialisations below were generated (N in {32, 64, 128, 256},
-// bf16 and fp16 inputs, fp32 accumulators): the asm operand list has one entry
-// per accumulator register, which C++ cannot spell generically.
+// The per-N specialisations below are written out mechanically (N in {32, 64, 128,
+// 256}, bf16 and fp16 inputs, fp32 accumulators): the asm operand list has one entry
+// per accumulator register, which C++ cannot spell generically. Edit them as a set.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -2,8 +2,8 @@
 // operands K-major in shared memory (FP8 wgmma has no transpose option). The fence /
 // commit / wait / descriptor helpers are the ones in wgmma.cuh.
 //
-// Generated (one specialisation per N; the asm operand list names every accumulator
-// register, which C++ cannot spell generically). Regenerate rather than hand-edit.
+// One specialisation per N, written out mechanically: the asm operand list names every
+// accumulator register, which C++ cannot spell generically. Edit them as a set.
 #pragma once
 
 #include <stdint.h>
