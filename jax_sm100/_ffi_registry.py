@@ -17,7 +17,17 @@ GEMM_RESIDUAL = "jax_sm100_gemm_residual"
 FP8_GEMM = "jax_sm100_fp8_gemm"
 FP8_GEMM_RESIDUAL = "jax_sm100_fp8_gemm_residual"
 QUANTIZE_FP8 = "jax_sm100_quantize_fp8"
-KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, QUANTIZE_FP8)
+QUANTIZE_FP8_DUAL = "jax_sm100_quantize_fp8_dual"
+KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, QUANTIZE_FP8,
+                 QUANTIZE_FP8_DUAL)
+
+# Targets that are built and registered but whose kernels have not yet passed
+# their GPU tests on a device: the ops do not launch them (they take the path
+# that existed before) unless JAX_SM100_ENABLE_UNVERIFIED=1. Their GPU tests
+# call them directly. A target leaves this set in the commit that records its
+# device test run.
+UNVERIFIED_TARGETS = frozenset({QUANTIZE_FP8_DUAL})
+ENABLE_UNVERIFIED_ENV = "JAX_SM100_ENABLE_UNVERIFIED"
 
 try:
   _ffi = importlib.import_module("jax_sm100._ffi")

@@ -137,6 +137,57 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   return _quantize_op(_backend.context(), x, (int(block[0]), int(block[1])), dt)
 
 
+def _quantize_dual_launch(x, t_block_rows: int):
+  r, c = x.shape
+  t_rows = c if t_block_rows == 1 else _cdiv(c, BLOCK)
+  out = (jax.ShapeDtypeStruct((r, c), E4M3),
+         jax.ShapeDtypeStruct((r, _cdiv(c, BLOCK)), np.float32),
+         jax.ShapeDtypeStruct((c, r), E4M3),
+         jax.ShapeDtypeStruct((t_rows, _cdiv(r, BLOCK)), np.float32))
+  q, s, qt, st = jax.ffi.ffi_call(reg.QUANTIZE_FP8_DUAL, out)(
+      x, t_block_rows=np.int32(t_block_rows))
+  return (q, s), (qt, st)
+
+
+def _quantize_dual_ref(x, t_block_rows: int):
+  return (_quantize(x, (1, BLOCK), E4M3),
+          _quantize(x.T, (t_block_rows, BLOCK), E4M3))
+
+
+@functools.lru_cache(maxsize=None)
+def _quantize_dual_kernel(t_block_rows: int):
+  """The dual quantize launch as a custom_vmap function: a batched call runs the
+  reference under vmap (XLA fusions, not a loop); fp8_dot only calls it on
+  matrices."""
+
+  @custom_vmap
+  def call(x):
+    return _quantize_dual_launch(x, t_block_rows)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, x):
+    del axis_size
+    if not in_batched[0]:
+      return call(x), ((False, False), (False, False))
+    ref = functools.partial(_quantize_dual_ref, t_block_rows=t_block_rows)
+    return jax.vmap(ref)(x), ((True, True), (True, True))
+
+  return call
+
+
+def _quantize_dual_op(ctx, x, t_block_rows: int):
+  """((q, s), (qt, st)) = (quantize(x, 1x128), quantize(x^T, t_block_rows x 128)).
+
+  One kernel reads x once for both when usable; otherwise the two quantizations
+  run separately (x^T through an XLA transpose). Bit-identical either way.
+  """
+  if (ctx.can_call(reg.QUANTIZE_FP8_DUAL) and np.dtype(x.dtype) in _QUANT_KERNEL_IN
+      and x.size > 0):
+    return _quantize_dual_kernel(int(t_block_rows))(x)
+  return (_quantize_op(ctx, x, (1, BLOCK), E4M3),
+          _quantize_op(ctx, x.T, (t_block_rows, BLOCK), E4M3))
+
+
 # ----------------------------------------------------------------------------
 # fp8_blockwise_matmul
 # ----------------------------------------------------------------------------
@@ -204,30 +255,35 @@ def _fp8_product(ctx, lhs, rhs_t, out_dtype):
   return _gemm.fp8_gemm(ctx, lq, ls, rq, rs, None, 0.0, out_dtype)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _fp8_dot(ctx, out_dtype, w_dtype, x2, w):
-  del w_dtype
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def _fp8_dot(ctx, out_dtype, x_dtype, w_dtype, x2, w):
+  del x_dtype, w_dtype
   return _fp8_product(ctx, x2, w.T, out_dtype)
 
 
-def _fp8_dot_fwd(ctx, out_dtype, w_dtype, x2, w):
-  del w_dtype
-  xq, xs = _quantize_op(ctx, x2, (1, BLOCK), E4M3)
+def _fp8_dot_fwd(ctx, out_dtype, x_dtype, w_dtype, x2, w):
+  del x_dtype, w_dtype
+  # x in 1x128 blocks along K for y, and x^T in 1x128 blocks along M for the
+  # weight gradient: one pass over x. The residual is that FP8 copy (half the
+  # bytes of a bf16 x), not x itself.
+  (xq, xs), (xq_t, xs_t) = _quantize_dual_op(ctx, x2, 1)
   wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
   y = _gemm.fp8_gemm(ctx, xq, xs, wq_t, ws, None, 0.0, out_dtype)
   # The 128x128 tiles of w and w^T are the same tiles: the backward reuses the
   # quantized weight transposed (exact) instead of quantizing w again.
-  return y, (x2, wq_t, ws)
+  return y, (xq_t, xs_t, wq_t, ws)
 
 
-def _fp8_dot_bwd(ctx, out_dtype, w_dtype, res, g):
+def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, res, g):
   del out_dtype
-  x2, wq_t, ws = res
-  # dx (M, K) = g (M, N) @ w^T: g in 1x128 blocks along N; w (K, N) 128x128.
-  gq, gs = _quantize_op(ctx, g, (1, BLOCK), E4M3)
-  dx = _gemm.fp8_gemm(ctx, gq, gs, wq_t.T, ws.T, None, 0.0, x2.dtype)
-  # dw (K, N) = x^T @ g: x^T (K, M) in 1x128 blocks along M; g^T (N, M) 128x128.
-  dw = _fp8_product(ctx, x2.T, g.T, w_dtype)
+  xq_t, xs_t, wq_t, ws = res
+  # g in 1x128 blocks along N (dx's contraction) and g^T in 128x128 blocks
+  # (dw's right operand): one pass over g.
+  (gq, gs), (gq_t, gs_t) = _quantize_dual_op(ctx, g, BLOCK)
+  # dx (M, K) = g (M, N) @ w^T: the (K, N) operand is Q(w) (tiles of w^T transposed).
+  dx = _gemm.fp8_gemm(ctx, gq, gs, wq_t.T, ws.T, None, 0.0, x_dtype)
+  # dw (K, N) = x^T (K, M) @ g (M, N): contraction over M in both operands.
+  dw = _gemm.fp8_gemm(ctx, xq_t, xs_t, gq_t, gs_t, None, 0.0, w_dtype)
   return dx, dw
 
 
@@ -258,5 +314,5 @@ def fp8_dot(x, w, *, out_dtype=None):
                      f"first dim; got x {tuple(x.shape)}, w {tuple(w.shape)}.")
   out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.promote_types(x.dtype, w.dtype))
   x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-  y = _fp8_dot(_backend.context(), out_dtype, w.dtype, x2, w)
+  y = _fp8_dot(_backend.context(), out_dtype, x.dtype, w.dtype, x2, w)
   return y.reshape(x.shape[:-1] + (w.shape[1],))

@@ -16,7 +16,9 @@ dispatch and L2 reuse stay out); torch ops with CUDA events over the same rotati
 Median of repeats. Inputs are random (never zeros).
 
 Also: quantization bandwidth (jax_sm100_quantize_fp8, 1x128 and 128x128, bf16 input)
-against a measured device copy, and the XLA-compiled reference quantizer.
+against a measured device copy, and the XLA-compiled reference quantizer; and the dual
+quantization (jax_sm100_quantize_fp8_dual: x and x^T in one pass) against the separate
+launches fp8_dot runs without it.
 
 Writes DIR/bench_fp8.json (device, date, commit, every number) and DIR/bench_fp8.png.
 Columns whose library is missing are skipped with a note.
@@ -302,7 +304,7 @@ def sweep(shapes, reps, log):
 def bench_quant(reps, log, quick):
   torch, _ = _torch()
   shapes = [(8192, 8192)] if quick else [(8192, 8192), (16384, 7168), (4096, 4096)]
-  from jax_sm100._fp8 import _quantize
+  from jax_sm100._fp8 import _quantize, _quantize_dual_launch, _quantize_launch
   rows = []
   for (r, c) in shapes:
     key = jax.random.PRNGKey(3)
@@ -320,8 +322,7 @@ def bench_quant(reps, log, quick):
     copy_bw = max(row.get("copy_xla_GBps", 0), row.get("copy_torch_GBps", 0))
     for br in (1, 128):
       sshape = (r, _cdiv(c, 128)) if br == 1 else (_cdiv(r, 128), _cdiv(c, 128))
-      call = jax.ffi.ffi_call(reg.QUANTIZE_FP8 if hasattr(reg, "QUANTIZE_FP8") else
-                              "jax_sm100_quantize_fp8",
+      call = jax.ffi.ffi_call(reg.QUANTIZE_FP8,
                               (jax.ShapeDtypeStruct((r, c), E4M3),
                                jax.ShapeDtypeStruct(sshape, jnp.float32)))
       nbytes = r * c * 2 + r * c + 4 * math.prod(sshape)
@@ -331,6 +332,17 @@ def bench_quant(reps, log, quick):
       row[f"ours_{br}_frac_of_copy"] = row[f"ours_{br}_GBps"] / copy_bw
       t = time_jax(lambda x: _quantize(x, (br, 128), np.dtype(E4M3)), [(x,) for x in xs], reps)
       row[f"xla_ref_{br}_GBps"] = nbytes / t / 1e9
+    # x and x^T in one pass (jax_sm100_quantize_fp8_dual) against what fp8_dot runs
+    # without it: the 1x128 kernel on x, an XLA transpose, the kernel on x^T.
+    for tb in (1, 128):
+      scale_elems = r * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
+      nbytes = r * c * 2 + 2 * r * c + 4 * scale_elems
+      t = time_jax(lambda x: _quantize_dual_launch(x, tb), [(x,) for x in xs], reps)
+      row[f"dual_{tb}_GBps"] = nbytes / t / 1e9
+      row[f"dual_{tb}_frac_of_copy"] = row[f"dual_{tb}_GBps"] / copy_bw
+      t_sep = time_jax(lambda x: (_quantize_launch(x, 1), _quantize_launch(x.T, tb)),
+                       [(x,) for x in xs], reps)
+      row[f"dual_{tb}_speedup_vs_separate"] = t_sep / t
     rows.append(row)
     log("  " + " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in row.items()))
@@ -429,7 +441,11 @@ def main(argv=None):
     log(f"quantize {q['shape']}: 1x128 {q['ours_1_GBps']:.0f} GB/s ({q['ours_1_frac_of_copy']:.0%} of copy), "
         f"128x128 {q['ours_128_GBps']:.0f} GB/s ({q['ours_128_frac_of_copy']:.0%}); copy "
         f"{max(q.get('copy_xla_GBps', 0), q.get('copy_torch_GBps', 0)):.0f} GB/s; XLA reference "
-        f"{q['xla_ref_1_GBps']:.0f} / {q['xla_ref_128_GBps']:.0f} GB/s")
+        f"{q['xla_ref_1_GBps']:.0f} / {q['xla_ref_128_GBps']:.0f} GB/s; dual (x and x^T) "
+        f"{q['dual_1_GBps']:.0f} / {q['dual_128_GBps']:.0f} GB/s "
+        f"({q['dual_1_frac_of_copy']:.0%} / {q['dual_128_frac_of_copy']:.0%} of copy), "
+        f"{q['dual_1_speedup_vs_separate']:.2f}x / {q['dual_128_speedup_vs_separate']:.2f}x "
+        f"the separate quantizations")
   log(f"wrote {os.path.join(args.out, 'bench_fp8.json')}" + (" and bench_fp8.png" if png else ""))
   return 0
 

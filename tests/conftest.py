@@ -88,11 +88,27 @@ def _emulated_quantize(result, x, *, block_rows, scale_transposed):
   return q, s
 
 
+def _emulated_quantize_dual(result, x, *, t_block_rows):
+  """Stand-in for jax_sm100_quantize_fp8_dual: quantize(x, 1x128) and
+  quantize(x^T, t_block_rows x 128) by the reference recipe, contract checked."""
+  from jax_sm100._fp8 import _quantize
+  assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
+  assert int(t_block_rows) in (1, 128)
+  outs = (_quantize(x, (1, 128), jnp.float8_e4m3fn)
+          + _quantize(x.T, (int(t_block_rows), 128), jnp.float8_e4m3fn))
+  assert len(result) == 4
+  for o, want in zip(outs, result):
+    assert (o.shape, o.dtype) == (tuple(want.shape), np.dtype(want.dtype)), (o.shape, want)
+  return outs
+
+
 def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
   """Pure-JAX stand-in for the kernels that checks the FFI contract."""
   del vmap_method
   if target == "jax_sm100_quantize_fp8":
     return functools.partial(_emulated_quantize, result)
+  if target == "jax_sm100_quantize_fp8_dual":
+    return functools.partial(_emulated_quantize_dual, result)
   out_shape, out_dtype = tuple(result.shape), np.dtype(result.dtype)
 
   def gemm(a, b, c=None, *, trans_a, trans_b, alpha=1.0, beta=0.0):

@@ -71,3 +71,90 @@ def test_emulated_quantize_vmap_matches_per_example(rng, emulated_kernels):
     qi, si = jax_sm100.quantize_fp8_blockwise(x[i], block=(1, 128))
     np.testing.assert_array_equal(np.asarray(s[i]), np.asarray(si))
     np.testing.assert_array_equal(np.asarray(q[i].astype(jnp.float32)), np.asarray(qi.astype(jnp.float32)))
+
+
+# ---------------------------------------------------------------------------
+# jax_sm100_quantize_fp8_dual: x and x^T quantized in one pass (fp8_dot's
+# forward for x, its backward for g). Not yet run on a device, so the ops only
+# launch it with JAX_SM100_ENABLE_UNVERIFIED=1 (see _ffi_registry).
+# ---------------------------------------------------------------------------
+
+DUAL = "jax_sm100_quantize_fp8_dual"
+
+
+def dual_calls(f, *args):
+  text = jax.jit(f).lower(*args).as_text()
+  return re.findall(r"stablehlo\.custom_call @" + DUAL + r"\(.*?\{.*?t_block_rows = (\d+) : i32", text)
+
+
+def _fp8_loss(x, w):
+  return jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
+
+
+def test_dual_quantize_is_off_unless_unverified_targets_are_enabled(fake_sm90, monkeypatch):
+  from jax_sm100 import _backend
+  monkeypatch.delenv("JAX_SM100_ENABLE_UNVERIFIED", raising=False)
+  assert DUAL not in _backend.context().targets
+  x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
+  assert dual_calls(jax.grad(_fp8_loss, argnums=(0, 1)), x, w) == []
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  assert DUAL in _backend.context().targets
+
+
+def test_fp8_dot_grad_uses_the_dual_quantize_when_enabled(fake_sm90, monkeypatch):
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
+  f = jax.grad(_fp8_loss, argnums=(0, 1))
+  # forward: x and x^T (1x128 each) in one launch; backward: g (1x128) and g^T
+  # (128x128) in one launch. Only w goes through the single quantize (128x128).
+  assert sorted(dual_calls(f, x, w)) == ["1", "128"]
+  assert quant_calls(f, x, w) == ["128"]
+  # The primal alone needs no transposed copy.
+  assert dual_calls(jax_sm100.fp8_dot, x, w) == []
+
+
+@pytest.mark.parametrize("shape", [(200, 260), (128, 384), (1, 16), (300, 129)])
+@pytest.mark.parametrize("t_block", [1, 128])
+def test_dual_quantize_equals_two_quantizations(rng, emulated_kernels, monkeypatch, shape, t_block):
+  # The op's contract, through the emulated FFI call: bit-identical to
+  # quantize(x, 1x128) and quantize(x^T, t_block x 128).
+  from jax_sm100 import _backend
+  from jax_sm100._fp8 import _quantize, _quantize_dual_op
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  x = random_array(rng, shape, jnp.bfloat16, scale=5.0)
+  ctx = _backend.context()
+  (q, s), (qt, st) = jax.jit(lambda x: _quantize_dual_op(ctx, x, t_block))(x)
+  assert [c[0] for c in emulated_kernels] == [DUAL]
+  bits = lambda a: np.asarray(a).view(np.uint8 if a.dtype.itemsize == 1 else np.uint32)
+  rq, rs = _quantize(x, (1, 128), jnp.float8_e4m3fn)
+  rqt, rst = _quantize(x.T, (t_block, 128), jnp.float8_e4m3fn)
+  for got, want in ((q, rq), (s, rs), (qt, rqt), (st, rst)):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_fp8_dot_grads_identical_with_and_without_dual_quantize(rng, emulated_kernels, monkeypatch):
+  x = random_array(rng, (3, 50, 256), jnp.bfloat16)
+  w = random_array(rng, (256, 136), jnp.bfloat16)
+  f = jax.jit(jax.value_and_grad(_fp8_loss, argnums=(0, 1)))
+  monkeypatch.delenv("JAX_SM100_ENABLE_UNVERIFIED", raising=False)
+  jax.clear_caches()
+  base = f(x, w)
+  assert all(c[0] != DUAL for c in emulated_kernels)
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  jax.clear_caches()
+  dual = f(x, w)
+  assert any(c[0] == DUAL for c in emulated_kernels)
+  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(dual)):
+    np.testing.assert_array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)))
+
+
+def test_fp8_dot_grad_vmap_with_dual_quantize(rng, emulated_kernels, monkeypatch):
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  x = random_array(rng, (2, 40, 256), jnp.float32)
+  w = random_array(rng, (256, 128), jnp.float32)
+  g = jax.vmap(jax.grad(_fp8_loss, argnums=(0, 1)), (0, None))(x, w)
+  for i in range(x.shape[0]):
+    gi = jax.grad(_fp8_loss, argnums=(0, 1))(x[i], w)
+    for a, b in zip(g, gi):
+      np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))

@@ -34,6 +34,7 @@ from jax_sm100 import _ffi_registry as reg  # noqa: E402
 from conftest import calc_diff, np_dequantize, np_quantize_f32  # noqa: E402
 
 QUANT = "jax_sm100_quantize_fp8"
+DUAL = "jax_sm100_quantize_fp8_dual"
 FP8 = "jax_sm100_fp8_gemm"
 FP8_RES = "jax_sm100_fp8_gemm_residual"
 FP8_T = "jax_sm100_fp8_gemm_sfa_t"
@@ -47,7 +48,7 @@ pytestmark = pytest.mark.gpu
 
 def test_kernel_targets_are_registered():
   # On an sm_90 GPU a build without these kernels must fail, not skip.
-  missing = {QUANT, FP8, FP8_RES, FP8_T, FP8_RES_T} - set(reg.registered_targets())
+  missing = {QUANT, DUAL, FP8, FP8_RES, FP8_T, FP8_RES_T} - set(reg.registered_targets())
   assert not missing, f"FFI targets not registered: {sorted(missing)}"
 
 
@@ -373,6 +374,73 @@ def test_quantize_nan_block_stays_visible(rng):
 
 
 # ---------------------------------------------------------------------------
+# Dual quantization (x and x^T in one pass)
+# ---------------------------------------------------------------------------
+
+def ffi_quantize_dual(x, t_block_rows):
+  from jax_sm100._fp8 import _quantize_dual_launch
+  return _quantize_dual_launch(x, t_block_rows)
+
+
+DUAL_SHAPES = [(1, 16), (128, 128), (300, 1000), (257, 130), (1000, 24), (64, 4096), (4096, 40)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
+@pytest.mark.parametrize("t_block_rows", [1, 128])
+@pytest.mark.parametrize("r,c", DUAL_SHAPES)
+def test_quantize_dual_bit_exact(rng, r, c, t_block_rows, dtype):
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x *= (10.0 ** rng.uniform(-4, 4, (r, 1))).astype(np.float32)   # rows of very different size
+  x *= (10.0 ** rng.uniform(-2, 2, (1, c))).astype(np.float32)   # and columns
+  x[rng.random(x.shape) < 0.01] *= 300.0
+  x = jnp.asarray(x).astype(dtype)
+  (q, s), (qt, st) = ffi_quantize_dual(x, t_block_rows)
+  rq, rs = _reference_quantize_cpu(x, (1, 128))
+  rqt, rst = _reference_quantize_cpu(np.asarray(x).T, (t_block_rows, 128))
+  assert _bits_equal(s, rs) and _bits_equal(q, rq), "x's 1x128 quantization differs"
+  assert st.shape == rst.shape and qt.shape == rqt.shape
+  assert _bits_equal(st, rst), "x^T's scales differ from the reference quantizer"
+  assert _bits_equal(qt, rqt), "qt differs from the reference quantizer"
+
+
+@pytest.mark.parametrize("t_block_rows", [1, 128])
+def test_quantize_dual_special_values(rng, t_block_rows):
+  r, c = 384, 256
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x[:128, :128] = 0.0             # an all-zero tile: zero blocks both ways
+  x[128:256, 128:] *= 1e30        # far beyond e4m3's range before scaling
+  x[300, 7] = np.nan              # NaN: its row block and its column block
+  (q, s), (qt, st) = ffi_quantize_dual(jnp.asarray(x), t_block_rows)
+  rq, rs = _reference_quantize_cpu(x, (1, 128))
+  rqt, rst = _reference_quantize_cpu(x.T, (t_block_rows, 128))
+  assert _bits_equal(s, rs) and _bits_equal(q, rq)
+  assert _bits_equal(st, rst) and _bits_equal(qt, rqt)
+  st, qt32 = np.asarray(st), np.asarray(qt).astype(np.float32)
+  assert st[0, 0] == 1.0 and np.all(qt32[:128, :128] == 0.0)
+  assert np.isnan(st[7, 2] if t_block_rows == 1 else st[0, 2])
+  assert np.all(np.abs(qt32[np.isfinite(qt32)]) <= 448.0)
+
+
+def test_fp8_dot_with_dual_quantize_is_bit_identical(rng, monkeypatch):
+  # fp8_dot's value and grads with the dual kernel == without it (the separate
+  # quantize launches): the kernel only fuses, it must not change a bit.
+  x = jnp.asarray(rng.standard_normal((2, 300, 512)).astype(np.float32)).astype(jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((512, 384)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
+  f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  monkeypatch.delenv("JAX_SM100_ENABLE_UNVERIFIED", raising=False)
+  jax.clear_caches()
+  assert DUAL not in f.lower(x, w).as_text()
+  base = f(x, w)
+  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  jax.clear_caches()
+  assert DUAL in f.lower(x, w).as_text()
+  dual = f(x, w)
+  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(dual)):
+    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+
+
+# ---------------------------------------------------------------------------
 # compute-sanitizer
 # ---------------------------------------------------------------------------
 
@@ -387,6 +455,10 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
           jax.ShapeDtypeStruct((200 if br == 1 else 2, 3), jnp.float32)))(
               x, block_rows=np.int32(br), scale_transposed=np.int32(0))
       q.block_until_ready()
+    from jax_sm100._fp8 import _quantize_dual_launch
+    for xt in (x, x.astype(jnp.float32)):
+      for tb in (1, 128):
+        jax.block_until_ready(_quantize_dual_launch(xt, tb))
     m, n, k = 130, 200, 272
     a = jnp.asarray(rng.standard_normal((m, k))).astype(jnp.float8_e4m3fn)
     b = jnp.asarray(rng.standard_normal((n, k))).astype(jnp.float8_e4m3fn)

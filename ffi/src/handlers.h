@@ -9,6 +9,7 @@
 extern "C" {
 // (handlers are added here as their kernels land)
 XLA_FFI_Error* JaxSm100QuantizeFp8(XLA_FFI_CallFrame* call_frame);  // quantize_ffi.cu
+XLA_FFI_Error* JaxSm100QuantizeFp8Dual(XLA_FFI_CallFrame* call_frame);  // quantize_ffi.cu
 XLA_FFI_Error* JaxSm100Gemm(XLA_FFI_CallFrame* call_frame);          // gemm_ffi.cu
 XLA_FFI_Error* JaxSm100GemmResidual(XLA_FFI_CallFrame* call_frame);  // gemm_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8Gemm(XLA_FFI_CallFrame* call_frame);          // fp8_ffi.cu

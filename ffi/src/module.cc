@@ -48,6 +48,7 @@ NB_MODULE(_ffi, m) {
         nb::dict targets;
 #if JAX_SM100_WITH_CUDA
         targets["jax_sm100_quantize_fp8"] = handler_capsule(&JaxSm100QuantizeFp8);
+        targets["jax_sm100_quantize_fp8_dual"] = handler_capsule(&JaxSm100QuantizeFp8Dual);
         targets["jax_sm100_gemm"] = handler_capsule(&JaxSm100Gemm);
         targets["jax_sm100_gemm_residual"] = handler_capsule(&JaxSm100GemmResidual);
         targets["jax_sm100_fp8_gemm"] = handler_capsule(&JaxSm100Fp8Gemm);

@@ -8,6 +8,13 @@
 //                                 128 -> 128x128 blocks, scale (ceil(R/128), ceil(C/128))
 //   attribute scale_transposed (int32): 0 or 1 (1 only with block_rows == 1)
 //
+// XLA FFI handler "jax_sm100_quantize_fp8_dual": x and its transpose in one pass.
+//
+//   x (R, C) bf16 | f16 | f32  ->  q (R, C) f8e4m3fn, scale (R, ceil(C/128)) f32   (1x128 of x)
+//                                  qt (C, R) f8e4m3fn, scale_t f32                 (blocks of x^T)
+//   attribute t_block_rows (int32): 1   -> scale_t (C, ceil(R/128))          = quantize(x^T, 1x128)
+//                                   128 -> scale_t (ceil(C/128), ceil(R/128)) = quantize(x^T, 128x128)
+//
 // Semantics are documented in kernels/quantize_fp8.cuh. Graph-safe: no allocation, no
 // host synchronisation.
 #include <cuda_runtime.h>
@@ -67,6 +74,97 @@ cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, in
                                                                         aligned);
   }
   return cudaGetLastError();
+}
+
+template <typename T, int kTRows>
+cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
+                        float* scale_t, int64_t rows, int64_t cols) {
+  auto kernel = quantize_dual_kernel<T, kTRows>;
+  constexpr int kSmem = DualSmem<T>::kBytes;
+  // Above the 48 KB default: opt in once per instantiation (not a stream operation, so
+  // also fine while XLA captures a command buffer).
+  static const cudaError_t attr_err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr_err != cudaSuccess) return attr_err;
+  const bool aligned_x = (cols % kChunk) == 0 && (reinterpret_cast<uintptr_t>(x) % 16) == 0 &&
+                         (reinterpret_cast<uintptr_t>(q) % 16) == 0;
+  const bool aligned_t = (rows % kChunk) == 0 && (reinterpret_cast<uintptr_t>(qt) % 16) == 0;
+  const int64_t tiles = ((rows + kBlock - 1) / kBlock) * ((cols + kBlock - 1) / kBlock);
+  kernel<<<unsigned(tiles), 256, kSmem, stream>>>(
+      static_cast<const T*>(x), static_cast<uint8_t*>(q), scale, static_cast<uint8_t*>(qt),
+      scale_t, rows, cols, aligned_x, aligned_t);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
+                        float* scale_t, int64_t rows, int64_t cols, int t_block_rows) {
+  return t_block_rows == 1
+             ? launch_dual<T, 1>(stream, x, q, scale, qt, scale_t, rows, cols)
+             : launch_dual<T, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols);
+}
+
+bool has_shape(ffi::AnyBuffer::Dimensions d, int64_t d0, int64_t d1) {
+  return d.size() == 2 && d[0] == d0 && d[1] == d1;
+}
+
+std::string shape_str(int64_t d0, int64_t d1) {
+  return "(" + std::to_string(d0) + ", " + std::to_string(d1) + ")";
+}
+
+ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_block_rows,
+                              ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> scale,
+                              ffi::Result<ffi::AnyBuffer> qt,
+                              ffi::Result<ffi::Buffer<ffi::F32>> scale_t) {
+  auto xd = x.dimensions();
+  if (xd.size() != 2)
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: x must be a matrix (rank 2), got rank " +
+                                       std::to_string(xd.size()));
+  const int64_t rows = xd[0], cols = xd[1];
+  if (t_block_rows != 1 && t_block_rows != 128)
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: t_block_rows must be 1 or 128, got " +
+                                       std::to_string(t_block_rows));
+  if (q->element_type() != ffi::F8E4M3FN || qt->element_type() != ffi::F8E4M3FN)
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: q and qt must be float8_e4m3fn");
+  const int64_t cb = (cols + kBlock - 1) / kBlock;
+  const int64_t rb = (rows + kBlock - 1) / kBlock;
+  if (!has_shape(q->dimensions(), rows, cols))
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: q must have x's shape");
+  if (!has_shape(scale->dimensions(), rows, cb))
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale must have shape " +
+                                       shape_str(rows, cb));
+  if (!has_shape(qt->dimensions(), cols, rows))
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: qt must have x^T's shape " +
+                                       shape_str(cols, rows));
+  const int64_t st0 = t_block_rows == 1 ? cols : cb;
+  if (!has_shape(scale_t->dimensions(), st0, rb))
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale_t must have shape " +
+                                       shape_str(st0, rb));
+  if (rows == 0 || cols == 0) return ffi::Error::Success();
+
+  cudaError_t err;
+  void* qp = q->untyped_data();
+  void* qtp = qt->untyped_data();
+  float* sp = scale->typed_data();
+  float* stp = scale_t->typed_data();
+  switch (x.element_type()) {
+    case ffi::BF16:
+      err = launch_dual<__nv_bfloat16>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
+                                       t_block_rows);
+      break;
+    case ffi::F16:
+      err = launch_dual<__half>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols, t_block_rows);
+      break;
+    case ffi::F32:
+      err = launch_dual<float>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols, t_block_rows);
+      break;
+    default:
+      return ffi::Error::InvalidArgument("quantize_fp8_dual: x must be bfloat16, float16 or float32");
+  }
+  if (err != cudaSuccess)
+    return ffi::Error::Internal(std::string("quantize_fp8_dual: CUDA launch failed: ") +
+                                cudaGetErrorString(err));
+  return ffi::Error::Success();
 }
 
 ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
@@ -136,6 +234,17 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8, quantize_impl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Attr<int32_t>("block_rows")
                                   .Attr<int32_t>("scale_transposed")
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Dual, quantize_dual_impl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Attr<int32_t>("t_block_rows")
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::F32>>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});

@@ -20,6 +20,12 @@
 //                            Rp = round_up(R, 4): the layout the sm90 FP8 GEMM TMA-loads
 //                            A's scales from (pad entries [R, Rp) are written as 1).
 //   quantize_128x128_kernel: scale (ceil(R/128), ceil(C/128)).
+// And one kernel that quantizes x and its transpose in a single read of x (what a
+// training step needs: Q(x) for the forward product, Q(x^T) for the weight gradient):
+//   quantize_dual_kernel:    (q, scale)   = 1x128 of x,         as quantize_1x128_kernel;
+//                            (qt, scale_t) = kTRows x 128 of x^T: qt (C, R), scale_t
+//                            (C, ceil(R/128)) for kTRows == 1 (128x1 blocks of x), or
+//                            (ceil(C/128), ceil(R/128)) for kTRows == 128.
 //
 // Memory-bound: every thread moves 16 elements with 16-byte vector loads and one
 // 16-byte store of e4m3 when the row is 16-element aligned (C % 16 == 0); otherwise
@@ -267,6 +273,156 @@ __global__ void __launch_bounds__(256, sizeof(T) == 4 ? 3 : 4) quantize_128x128_
       float v[kChunk];
       to_floats<T>(raw, v);
       store_chunk(q + row * cols, c0, cols, vec, v, s);
+    }
+  }
+}
+
+/// Shared memory of quantize_dual_kernel: the raw 128x128 tile (rows padded by 16 bytes
+/// so the row-phase 16-byte stores of four rows spread over all banks), qt's 128 rows
+/// staged for coalesced stores (padded likewise), and cross-warp amax partials.
+template <typename T>
+struct DualSmem {
+  static constexpr int kTileRowBytes = kBlock * sizeof(T) + 16;
+  static constexpr int kStageRowBytes = kBlock + 16;
+  static constexpr int kTileBytes = kBlock * kTileRowBytes;
+  static constexpr int kStageBytes = kBlock * kStageRowBytes;
+  static constexpr int kBytes = kTileBytes + kStageBytes + 2 * kBlock * 4 + 8 * 4;
+};
+
+/// quantize(x, 1x128) and quantize(x^T, kTRows x 128) from one read of x; see the file
+/// comment. One CTA of 256 threads per 128x128 tile (blockIdx.x = rb * col_blocks + cb):
+///   row phase:    thread t owns 16 columns (t % 8) of rows t/8 + 32i: 1x128 row amax by
+///                 8-lane shuffles, q and scale stored as in quantize_1x128_kernel, the raw
+///                 chunk parked in shared memory (zeros past R / C);
+///   column phase: warp w, lane l owns tile column 32 (w % 4) + l over rows
+///                 [64 (w / 4), +64): column amax (kTRows == 1: two halves combined through
+///                 shared memory; kTRows == 128: the tile amax from the row phase), then
+///                 16 e4m3 per 16 rows into qt's staged row, which leaves as 16-byte stores.
+/// `aligned_x`: x and q 16-byte aligned and C % 16 == 0; `aligned_t`: qt 16-byte aligned
+/// and R % 16 == 0. Dynamic shared memory: DualSmem<T>::kBytes.
+template <typename T, int kTRows>
+__global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
+                                                            uint8_t* __restrict__ q,
+                                                            float* __restrict__ scale,
+                                                            uint8_t* __restrict__ qt,
+                                                            float* __restrict__ scale_t,
+                                                            int64_t rows, int64_t cols,
+                                                            bool aligned_x, bool aligned_t) {
+  static_assert(kTRows == 1 || kTRows == kBlock, "x^T in 1x128 or 128x128 blocks");
+  using Smem = DualSmem<T>;
+  constexpr int kRowsPerPass = 256 / kThreadsPerRowBlock;  // 32
+  constexpr int kPasses = kBlock / kRowsPerPass;           // 4
+  extern __shared__ __align__(16) uint8_t dual_smem[];
+  uint8_t* tile = dual_smem;                               // (128, kTileRowBytes) raw T
+  uint8_t* stage = dual_smem + Smem::kTileBytes;           // (128, kStageRowBytes) e4m3
+  float* col_part = reinterpret_cast<float*>(stage + Smem::kStageBytes);  // (2, 128)
+  float* warp_amax = col_part + 2 * kBlock;                                // (8)
+
+  const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
+  const int64_t row_blocks = (rows + kBlock - 1) / kBlock;
+  const int64_t rb = blockIdx.x / col_blocks, cb = blockIdx.x % col_blocks;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // ---- row phase: 1x128 blocks of x (two chunks in flight per thread) ----
+  const int sub = threadIdx.x % kThreadsPerRowBlock;
+  const int r_in = threadIdx.x / kThreadsPerRowBlock;
+  const int64_t c0 = cb * kBlock + sub * kChunk;
+  const bool vec = aligned_x && (c0 + kChunk <= cols);
+  float tile_amax = 0.0f;
+#pragma unroll
+  for (int pp = 0; pp < kPasses; pp += 2) {
+    RawChunk<T> raw[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t row = rb * kBlock + r_in + (pp + u) * kRowsPerPass;
+      if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[u]);
+      else zero_raw<T>(raw[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int tr = r_in + (pp + u) * kRowsPerPass;
+      const int64_t row = rb * kBlock + tr;
+      uint4* dst = reinterpret_cast<uint4*>(tile + tr * Smem::kTileRowBytes + sub * kChunk * sizeof(T));
+#pragma unroll
+      for (int i = 0; i < RawChunk<T>::kVecs; ++i) dst[i] = raw[u].v[i];
+      float v[kChunk];
+      to_floats<T>(raw[u], v);
+      float amax = chunk_absmax(v);
+#pragma unroll
+      for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
+        amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      tile_amax = nan_max(tile_amax, amax);
+      if (row < rows) {
+        const float sc = block_scale(amax);
+        if (sub == 0) scale[row * col_blocks + cb] = sc;
+        store_chunk(q + row * cols, c0, cols, vec, v, sc);
+      }
+    }
+  }
+  if constexpr (kTRows == kBlock) {
+#pragma unroll
+    for (int off = kThreadsPerRowBlock; off < 32; off <<= 1)
+      tile_amax = nan_max(tile_amax, __shfl_xor_sync(0xffffffffu, tile_amax, off));
+    if (lane == 0) warp_amax[warp] = tile_amax;
+  }
+  __syncthreads();  // the tile (and the warp maxima) are complete
+
+  // ---- column phase: blocks of x^T ----
+  const int tc = 32 * (warp % 4) + lane;        // tile column = row of qt
+  const int half = warp / 4;                    // tile rows [64 half, 64 half + 64)
+  const int64_t col = cb * kBlock + tc;
+  auto load_col = [&](int tr) {
+    return to_f32<T>(*reinterpret_cast<const T*>(tile + tr * Smem::kTileRowBytes + tc * sizeof(T)));
+  };
+  float s;
+  if constexpr (kTRows == 1) {
+    float amax = 0.0f;
+#pragma unroll 16
+    for (int i = 0; i < kBlock / 2; ++i) amax = nan_max(amax, fabsf(load_col(64 * half + i)));
+    col_part[half * kBlock + tc] = amax;
+    __syncthreads();
+    s = block_scale(nan_max(col_part[tc], col_part[kBlock + tc]));
+    if (half == 0 && col < cols) scale_t[col * row_blocks + rb] = s;
+  } else {
+    float amax = warp_amax[0];
+#pragma unroll
+    for (int w = 1; w < 8; ++w) amax = nan_max(amax, warp_amax[w]);
+    s = block_scale(amax);
+    if (threadIdx.x == 0) scale_t[cb * row_blocks + rb] = s;
+  }
+  const float inv = __fdiv_rn(1.0f, s);
+#pragma unroll 1
+  for (int j = 0; j < kBlock / 2 / kChunk; ++j) {  // 16 rows -> 16 bytes of qt's row
+    const int tr0 = 64 * half + kChunk * j;
+    uint32_t words[kChunk / 4];
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) {
+      const float2 f = make_float2(__fmul_rn(load_col(tr0 + 2 * i), inv),
+                                   __fmul_rn(load_col(tr0 + 2 * i + 1), inv));
+      const uint32_t pair = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+      if (i % 2 == 0) words[i / 2] = pair;
+      else words[i / 2] |= pair << 16;
+    }
+    *reinterpret_cast<uint4*>(stage + tc * Smem::kStageRowBytes + tr0) =
+        make_uint4(words[0], words[1], words[2], words[3]);
+  }
+  __syncthreads();  // qt's rows are staged
+
+  // ---- qt stores: 8 threads per staged row, 16 bytes each ----
+  const int64_t r0 = rb * kBlock + sub * kChunk;  // first x row (= qt column) of this thread
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const int sr = r_in + p * kRowsPerPass;
+    const int64_t qrow = cb * kBlock + sr;
+    if (qrow >= cols) continue;
+    const uint8_t* src = stage + sr * Smem::kStageRowBytes + sub * kChunk;
+    uint8_t* dst = qt + qrow * rows + r0;
+    if (aligned_t && r0 + kChunk <= rows) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i)
+        if (r0 + i < rows) dst[i] = src[i];
     }
   }
 }
