@@ -57,8 +57,8 @@ def test_registrations_match_build():
     if not _ffi.has_cuda():
         assert regs == {}
         return
-    for name in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
-                 "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8"):
+    from jax_sm100 import _ffi_registry
+    for name in _ffi_registry.KNOWN_TARGETS:
         assert name in regs, f"FFI target {name} missing from a CUDA build"
 
 
