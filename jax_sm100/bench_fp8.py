@@ -275,6 +275,12 @@ def bench_gemm(shapes, reps, log):
   return rows, blk_name, why
 
 
+# (BLOCK_N, cluster, overlapped promotion, ordered issue), environment overrides.
+SWEEP_VARIANTS = (("128", "1", "1", "0"), ("128", "1", "0", "0"), ("192", "1", "0", "0"),
+                  ("128", "2", "0", "0"), ("128", "2", "1", "0"), ("128", "1", "1", "1"),
+                  ("128", "1", "0", "1"), ("192", "1", "0", "1"))
+
+
 def sweep(shapes, reps, log):
   """ours / ours_tma for tile width x cluster size x overlapped promotion (environment
   overrides read by the FFI handler at run time), to pick the defaults."""
@@ -284,19 +290,23 @@ def sweep(shapes, reps, log):
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
     tma = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    for bn, cl, ov in (("128", "1", "1"), ("128", "1", "0"), ("192", "1", "0"), ("128", "2", "0")):
+    for bn, cl, ov, od in SWEEP_VARIANTS:
       os.environ["JAX_SM100_FP8_BLOCK_N"] = bn
       os.environ["JAX_SM100_FP8_CLUSTER"] = cl
       os.environ["JAX_SM100_FP8_OVERLAP"] = ov
-      r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov)}
+      os.environ["JAX_SM100_FP8_ORDERED"] = od
+      r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov),
+           "ordered": int(od)}
       r["ours"] = flops / time_jax(
           lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12
       r["ours_tma"] = flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12
       out.append(r)
-      log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov}: ours {r['ours']:.1f}  "
+      log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov} ordered={od}: "
+          f"ours {r['ours']:.1f}  "
           f"ours_tma {r['ours_tma']:.1f} TFLOP/s")
     del sets, tsets
-  for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP"):
+  for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP",
+            "JAX_SM100_FP8_ORDERED"):
     os.environ.pop(v, None)
   return out
 

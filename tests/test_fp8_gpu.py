@@ -154,20 +154,26 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP).
-VARIANTS = {"c1": ("1", "0"), "c1_overlap": ("1", "1"), "c2_multicast": ("2", "0")}
+# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP, JAX_SM100_FP8_ORDERED). The ordered and
+# cluster+overlap variants exist for the non-residual targets only (the residual ones
+# fall back to the plain variant of the same cluster size).
+VARIANTS = {"c1": ("1", "0", "0"), "c1_overlap": ("1", "1", "0"), "c2_multicast": ("2", "0", "0"),
+            "c1_ordered": ("1", "0", "1"), "c1_overlap_ordered": ("1", "1", "1"),
+            "c2_overlap": ("2", "1", "0")}
 
 
 # (variant, a's scales transposed for the TMA targets): the default variant with both
 # scale layouts, the others with one.
-COMBOS = [("c1_overlap", False), ("c1_overlap", True), ("c1", True), ("c2_multicast", False)]
+COMBOS = [("c1_overlap", False), ("c1_overlap", True), ("c1", True), ("c2_multicast", False),
+          ("c1_ordered", False), ("c1_overlap_ordered", True), ("c2_overlap", False)]
 COMBO_IDS = [f"{v}-{'sfa_tma' if t else 'sfa_async'}" for v, t in COMBOS]
 
 
 def set_variant(monkeypatch, name):
-  cluster, overlap = VARIANTS[name]
+  cluster, overlap, ordered = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
   monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
+  monkeypatch.setenv("JAX_SM100_FP8_ORDERED", ordered)
 
 
 @pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
