@@ -121,6 +121,19 @@ __device__ __forceinline__ float chunk_absmax(const float (&v)[kChunk]) {
   return m;
 }
 
+/// Converts a thread's chunk to floats (`v`) and returns the amax of its 1x128 block: the
+/// 8 consecutive lanes that hold the block's 8 chunks combine theirs, so all 32 lanes of
+/// the warp must call this together.
+template <typename T>
+__device__ __forceinline__ float row_block_amax(const RawChunk<T>& r, float (&v)[kChunk]) {
+  to_floats<T>(r, v);
+  float amax = chunk_absmax(v);
+#pragma unroll
+  for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
+    amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  return amax;
+}
+
 /// Quantizes 16 values by the block's scale `s` (times its once-rounded reciprocal, as
 /// the reference does) and stores them.
 __device__ __forceinline__ void store_chunk(uint8_t* row, int64_t c0, int64_t cols, bool vec,
@@ -200,11 +213,7 @@ __global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       float v[kChunk];
-      to_floats<T>(raw[u], v);
-      float amax = chunk_absmax(v);
-#pragma unroll
-      for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
-        amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float amax = row_block_amax<T>(raw[u], v);
       const float sc = block_scale(amax);
       if (live[u]) {
         if (sub == 0) {
@@ -346,11 +355,7 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
 #pragma unroll
       for (int i = 0; i < RawChunk<T>::kVecs; ++i) dst[i] = raw[u].v[i];
       float v[kChunk];
-      to_floats<T>(raw[u], v);
-      float amax = chunk_absmax(v);
-#pragma unroll
-      for (int off = 1; off < kThreadsPerRowBlock; off <<= 1)
-        amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float amax = row_block_amax<T>(raw[u], v);
       tile_amax = nan_max(tile_amax, amax);
       if (row < rows) {
         const float sc = block_scale(amax);
