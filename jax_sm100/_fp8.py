@@ -149,16 +149,11 @@ def _quantize_dual_launch(x, t_block_rows: int):
   return (q, s), (qt, st)
 
 
-def _quantize_dual_ref(x, t_block_rows: int):
-  return (_quantize(x, (1, BLOCK), E4M3),
-          _quantize(x.T, (t_block_rows, BLOCK), E4M3))
-
-
 @functools.lru_cache(maxsize=None)
 def _quantize_dual_kernel(t_block_rows: int):
-  """The dual quantize launch as a custom_vmap function: a batched call runs the
-  reference under vmap (XLA fusions, not a loop); fp8_dot only calls it on
-  matrices."""
+  """The dual quantize launch as a custom_vmap function. A batched call (vmap of
+  fp8_dot) runs the two single quantizations under vmap instead, which have
+  their own batching rules (the 1x128 launch folds the batch into rows)."""
 
   @custom_vmap
   def call(x):
@@ -169,8 +164,8 @@ def _quantize_dual_kernel(t_block_rows: int):
     del axis_size
     if not in_batched[0]:
       return call(x), ((False, False), (False, False))
-    ref = functools.partial(_quantize_dual_ref, t_block_rows=t_block_rows)
-    return jax.vmap(ref)(x), ((True, True), (True, True))
+    separate = lambda x: (_quantize_kernel(1)(x), _quantize_kernel(t_block_rows)(x.T))
+    return jax.vmap(separate)(x), ((True, True), (True, True))
 
   return call
 

@@ -154,6 +154,9 @@ def test_fp8_dot_grad_vmap_with_dual_quantize(rng, emulated_kernels, monkeypatch
   x = random_array(rng, (2, 40, 256), jnp.float32)
   w = random_array(rng, (256, 128), jnp.float32)
   g = jax.vmap(jax.grad(_fp8_loss, argnums=(0, 1)), (0, None))(x, w)
+  # Batched, the dual op runs the single quantize kernels under vmap (1x128 folds
+  # the batch into rows), not the XLA reference.
+  assert any(t == TARGET and int(a["block_rows"]) == 1 for t, _, a in emulated_kernels)
   for i in range(x.shape[0]):
     gi = jax.grad(_fp8_loss, argnums=(0, 1))(x[i], w)
     for a, b in zip(g, gi):
