@@ -19,7 +19,7 @@ echo "build $(( $(date +%s) - start )) s"
 cd /tmp
 # The experimental kernels (ordered issue, cluster+overlap, dual quantization) run in a
 # second pytest so that a hang there cannot hide the verified kernels' results.
-experimental="ordered or c2_overlap or dual"
+experimental="ordered or c2_overlap or quantize_dual or dual_quantize"
 timeout 220 pytest -q -rfE -p no:cacheprovider -k "not ($experimental)" "$repo/tests/test_fp8_gpu.py" \
   "$repo/tests/test_gemm_gpu.py" "$repo/tests/test_pipeline_device.py" \
   "$repo/tests/test_command_buffer_gpu.py" "$repo/tests/test_flax_linen.py" \
