@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "device_info.h"
 #include "handlers.h"
 #include "jax_sm100/kernels/sm90_fp8_gemm.cuh"
 #include "sm90_tma_host.h"
@@ -54,18 +55,7 @@ std::string encode_2d(CUtensorMap* map, const void* base, CUtensorMapDataType dt
   return "";
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      v = 132;
-    }
-    return v;
-  }();
-  return n;
-}
+using jax_sm100::host::sm_count;
 
 /// Tile width override for tests (JAX_SM100_FP8_BLOCK_N = 64 | 128 | 192), else a
 /// heuristic: 128, or 64 when 128-wide tiles would leave SMs idle (decode-like shapes).

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device_info.h"
 #include "handlers.h"
 #include "jax_sm100/kernels/quantize_fp8.cuh"
 #include "xla/ffi/api/ffi.h"
@@ -32,17 +33,7 @@ namespace {
 
 using namespace jax_sm100::kernels::quant;
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-      return v;
-    cudaGetLastError();
-    return 132;
-  }();
-  return n;
-}
+using jax_sm100::host::sm_count;
 
 template <typename T>
 cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, int64_t rows,
@@ -74,6 +65,23 @@ cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, in
                                                                         aligned);
   }
   return cudaGetLastError();
+}
+
+/// Runs launch_for(T{}) with T the element type of x (bf16, f16 or f32) and turns the
+/// result into the handler's error, naming `op`.
+template <typename LaunchFor>
+ffi::Error launch_for_input_type(const char* op, ffi::DataType type, LaunchFor launch_for) {
+  cudaError_t err;
+  switch (type) {
+    case ffi::BF16: err = launch_for(__nv_bfloat16{}); break;
+    case ffi::F16: err = launch_for(__half{}); break;
+    case ffi::F32: err = launch_for(float{}); break;
+    default:
+      return ffi::Error::InvalidArgument(std::string(op) + ": x must be bfloat16, float16 or float32");
+  }
+  if (err != cudaSuccess)
+    return ffi::Error::Internal(std::string(op) + ": CUDA launch failed: " + cudaGetErrorString(err));
+  return ffi::Error::Success();
 }
 
 template <typename T, int kTRows>
@@ -142,29 +150,14 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
                                        shape_str(st0, rb));
   if (rows == 0 || cols == 0) return ffi::Error::Success();
 
-  cudaError_t err;
   void* qp = q->untyped_data();
   void* qtp = qt->untyped_data();
   float* sp = scale->typed_data();
   float* stp = scale_t->typed_data();
-  switch (x.element_type()) {
-    case ffi::BF16:
-      err = launch_dual<__nv_bfloat16>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
+  return launch_for_input_type("quantize_fp8_dual", x.element_type(), [&](auto type) {
+    return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
                                        t_block_rows);
-      break;
-    case ffi::F16:
-      err = launch_dual<__half>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols, t_block_rows);
-      break;
-    case ffi::F32:
-      err = launch_dual<float>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols, t_block_rows);
-      break;
-    default:
-      return ffi::Error::InvalidArgument("quantize_fp8_dual: x must be bfloat16, float16 or float32");
-  }
-  if (err != cudaSuccess)
-    return ffi::Error::Internal(std::string("quantize_fp8_dual: CUDA launch failed: ") +
-                                cudaGetErrorString(err));
-  return ffi::Error::Success();
+  });
 }
 
 ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
@@ -203,27 +196,10 @@ ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_ro
         std::to_string(want1) + ") for this x and block shape");
   if (rows == 0 || cols == 0) return ffi::Error::Success();
 
-  cudaError_t err;
-  switch (x.element_type()) {
-    case ffi::BF16:
-      err = launch<__nv_bfloat16>(stream, x.untyped_data(), q->untyped_data(), scale->typed_data(),
+  return launch_for_input_type("quantize_fp8", x.element_type(), [&](auto type) {
+    return launch<decltype(type)>(stream, x.untyped_data(), q->untyped_data(), scale->typed_data(),
                                   rows, cols, block_rows, scale_transposed != 0, rows_pad);
-      break;
-    case ffi::F16:
-      err = launch<__half>(stream, x.untyped_data(), q->untyped_data(), scale->typed_data(), rows,
-                           cols, block_rows, scale_transposed != 0, rows_pad);
-      break;
-    case ffi::F32:
-      err = launch<float>(stream, x.untyped_data(), q->untyped_data(), scale->typed_data(), rows,
-                          cols, block_rows, scale_transposed != 0, rows_pad);
-      break;
-    default:
-      return ffi::Error::InvalidArgument("quantize_fp8: x must be bfloat16, float16 or float32");
-  }
-  if (err != cudaSuccess)
-    return ffi::Error::Internal(std::string("quantize_fp8: CUDA launch failed: ") +
-                                cudaGetErrorString(err));
-  return ffi::Error::Success();
+  });
 }
 
 }  // namespace
