@@ -34,6 +34,9 @@ def _quantize(x, block, dtype):
   xb = jnp.pad(x.astype(jnp.float32), ((0, nr * br - r), (0, nc * bc - c)))
   xb = xb.reshape(nr, br, nc, bc)
   amax = jnp.max(jnp.abs(xb), axis=(1, 3))                      # (nr, nc)
+  # XLA CPU's vectorized max reduction drops NaN (jax 0.10/0.11: a block with
+  # one NaN gets a finite amax); make the documented NaN propagation explicit.
+  amax = jnp.where(jnp.any(jnp.isnan(xb), axis=(1, 3)), np.float32(np.nan), amax)
   # amax * float32(1/max), not amax / max: XLA rewrites division by a constant
   # into this multiplication anyway, and spelling it out keeps every
   # implementation (XLA CPU/GPU, CUDA kernels) bit-identical.

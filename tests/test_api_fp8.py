@@ -72,6 +72,24 @@ def test_quantize_zero_blocks_give_zeros_not_nan(rng):
   assert (f64(q) == 0).all() and (np.asarray(s) == 1).all()
 
 
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_quantize_nan_makes_its_block_nan(rng, block):
+  # Documented: a NaN anywhere in a block gives that block a NaN scale and NaN q;
+  # other blocks are untouched. (XLA CPU's max reduction alone drops the NaN.)
+  x = np.asarray(rng.standard_normal((256, 256)), np.float32)
+  x[200, 7] = np.nan
+  q, s = jax.jit(lambda v: jax_sm100.quantize_fp8_blockwise(v, block=block))(jnp.asarray(x))
+  s, q64 = np.asarray(s), f64(q)
+  hit = (200 // block[0], 0)
+  assert np.isnan(s[hit]) and np.isnan(s).sum() == 1
+  rows = slice(200, 201) if block[0] == 1 else slice(128, 256)
+  assert np.isnan(q64[rows, :128]).all() and np.isnan(q64).sum() == q64[rows, :128].size
+  clean = x.copy(); clean[200, 7] = 0.0
+  _, s_clean = jax_sm100.quantize_fp8_blockwise(jnp.asarray(clean), block=block)
+  mask = np.ones(s.shape, bool); mask[hit] = False
+  np.testing.assert_array_equal(s[mask], np.asarray(s_clean)[mask])
+
+
 def test_quantize_saturates_and_handles_extremes():
   # Values at the ends of float32's range: scales stay finite and q saturates
   # at +-448 instead of overflowing e4m3 (which has no Inf: overflow is NaN).
