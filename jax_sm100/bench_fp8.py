@@ -276,34 +276,40 @@ def bench_gemm(shapes, reps, log):
 
 
 # (BLOCK_N, cluster, overlapped promotion, ordered issue), environment overrides.
-SWEEP_VARIANTS = (("128", "1", "1", "0"), ("128", "1", "0", "0"), ("192", "1", "0", "0"),
-                  ("128", "2", "0", "0"), ("128", "2", "1", "0"), ("128", "1", "1", "1"),
-                  ("128", "1", "0", "1"), ("192", "1", "0", "1"))
+SWEEP_VARIANTS = (("128", "1", "1", "0"), ("128", "2", "1", "0"), ("128", "4", "1", "0"),
+                  ("128", "2", "0", "0"), ("128", "4", "0", "0"), ("192", "2", "0", "0"),
+                  ("128", "1", "1", "1"), ("192", "1", "0", "1"))
+SWEEP_ROUNDS = 3
 
 
 def sweep(shapes, reps, log):
-  """ours / ours_tma for tile width x cluster size x overlapped promotion (environment
-  overrides read by the FFI handler at run time), to pick the defaults."""
+  """ours / ours_tma for tile width x cluster size x overlapped promotion x ordered issue
+  (environment overrides read by the FFI handler at run time), to pick the defaults.
+  The variants are timed round-robin, SWEEP_ROUNDS rounds, and each reports its median
+  round: clock and power drift then hits every variant alike instead of whichever ran
+  during a slow stretch."""
   out = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
     tma = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    for bn, cl, ov, od in SWEEP_VARIANTS:
-      os.environ["JAX_SM100_FP8_BLOCK_N"] = bn
-      os.environ["JAX_SM100_FP8_CLUSTER"] = cl
-      os.environ["JAX_SM100_FP8_OVERLAP"] = ov
-      os.environ["JAX_SM100_FP8_ORDERED"] = od
+    runs = {v: ([], []) for v in SWEEP_VARIANTS}
+    for _ in range(SWEEP_ROUNDS):
+      for v in SWEEP_VARIANTS:
+        for name, val in zip(("BLOCK_N", "CLUSTER", "OVERLAP", "ORDERED"), v):
+          os.environ["JAX_SM100_FP8_" + name] = val
+        runs[v][0].append(flops / time_jax(
+            lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12)
+        runs[v][1].append(flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12)
+    for (bn, cl, ov, od), (ours, ours_tma) in runs.items():
       r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov),
-           "ordered": int(od)}
-      r["ours"] = flops / time_jax(
-          lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12
-      r["ours_tma"] = flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12
+           "ordered": int(od), "ours": statistics.median(ours),
+           "ours_tma": statistics.median(ours_tma), "ours_rounds": ours, "ours_tma_rounds": ours_tma}
       out.append(r)
       log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov} ordered={od}: "
-          f"ours {r['ours']:.1f}  "
-          f"ours_tma {r['ours_tma']:.1f} TFLOP/s")
+          f"ours {r['ours']:.1f}  ours_tma {r['ours_tma']:.1f} TFLOP/s  (rounds: "
+          + " ".join(f"{x:.0f}" for x in ours) + " / " + " ".join(f"{x:.0f}" for x in ours_tma) + ")")
     del sets, tsets
   for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP",
             "JAX_SM100_FP8_ORDERED"):

@@ -154,18 +154,21 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP, JAX_SM100_FP8_ORDERED). The ordered and
-# cluster+overlap variants exist for the non-residual targets only (the residual ones
-# fall back to the plain variant of the same cluster size).
+# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP, JAX_SM100_FP8_ORDERED). Cluster 4 is
+# 2x2 (A and B multicast). The ordered variants exist for the non-residual targets only
+# (the residual ones fall back to the plain variant of the same cluster size). With no
+# override the handler picks cluster 2 + overlap whenever M spans two tiles.
 VARIANTS = {"c1": ("1", "0", "0"), "c1_overlap": ("1", "1", "0"), "c2_multicast": ("2", "0", "0"),
             "c1_ordered": ("1", "0", "1"), "c1_overlap_ordered": ("1", "1", "1"),
-            "c2_overlap": ("2", "1", "0")}
+            "c2_overlap": ("2", "1", "0"), "c4_multicast": ("4", "0", "0"),
+            "c4_overlap": ("4", "1", "0")}
 
 
 # (variant, a's scales transposed for the TMA targets): the default variant with both
 # scale layouts, the others with one.
 COMBOS = [("c1_overlap", False), ("c1_overlap", True), ("c1", True), ("c2_multicast", False),
-          ("c1_ordered", False), ("c1_overlap_ordered", True), ("c2_overlap", False)]
+          ("c1_ordered", False), ("c1_overlap_ordered", True), ("c2_overlap", False),
+          ("c2_overlap", True), ("c4_multicast", True), ("c4_overlap", False)]
 COMBO_IDS = [f"{v}-{'sfa_tma' if t else 'sfa_async'}" for v, t in COMBOS]
 
 
@@ -192,7 +195,8 @@ def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t, variant):
   plain promotion); 192 makes N
   tiles straddle two 128-column scale blocks (tiles starting at column 192j cover
   [64, 256) of a scale-block pair every other tile). M = 300: 3 M tiles, so the last
-  cluster has a CTA without a tile."""
+  cluster has a CTA without a tile; N = 1096: 9 (or 6) N tiles, so a 2x2 cluster's last
+  column has CTAs whose N tile lies past N."""
   monkeypatch.setenv("JAX_SM100_FP8_BLOCK_N", block_n)
   set_variant(monkeypatch, variant)
   m, n, k = 300, 1096, 640

@@ -68,17 +68,20 @@ int pick_block_n(int64_t m, int64_t n) {
   return tiles128 < sm_count() ? 64 : 128;
 }
 
-/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 overrides). Default 1: on an H200
-/// (2026-11-21, commit 79e38fa) the 2-CTA B-multicast variant without overlapped
-/// promotion ran at 1.00-1.11x of the 1-CTA one without it, still below the default
-/// (1-CTA with overlap); cluster + overlap is not measured yet.
-int pick_cluster(int64_t m) {
+/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 | 4 overrides; 4 = 2x2, sharing both A
+/// and B). Default 2 (2 CTAs along M sharing B by multicast) when there are at least two
+/// M tiles: on an H200 (2026-11-22, commit e80ef63) cluster 2 with overlapped promotion
+/// was the fastest measured variant on the large shapes (1173 vs 1096 TFLOP/s at
+/// 4096x7168x16384, 1140 vs 1005 at 8192^3; the ncu profile shows L2 as the busiest unit).
+int pick_cluster(int64_t m, int64_t n) {
+  int v = 2;
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
-    const int v = std::atoi(env);
-    if ((v == 1 || v == 2) && (v == 1 || m > 128)) return v;
+    const int e = std::atoi(env);
+    if (e == 1 || e == 2 || e == 4) v = e;
   }
-  (void)m;
-  return 1;
+  if (v == 4 && n <= 128) v = 2;  // one N tile: nothing to share along N
+  if (m <= 128) v = 1;            // one M tile: nothing to share along M
+  return v;
 }
 
 /// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
@@ -127,10 +130,10 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   CUtensorMap map_a, map_b, map_sfa, map_d, map_c;
   std::string err;
   err = encode_2d(&map_a, o.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.m, o.k, Cfg::BLOCK_K,
-                  Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
+                  Cfg::BLOCK_M / Cfg::kClusterN, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty())
     err = encode_2d(&map_b, o.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.n, o.k, Cfg::BLOCK_K,
-                    Cfg::BLOCK_N / CLUSTER, CU_TENSOR_MAP_SWIZZLE_128B);
+                    Cfg::BLOCK_N / Cfg::kClusterM, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty() && Cfg::kScaleATma)
     err = encode_2d(&map_sfa, o.a_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
                     o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -156,8 +159,8 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.beta = o.beta;
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
-  const int64_t cluster_tiles =
-      int64_t((p.num_m_tiles + CLUSTER - 1) / CLUSTER) * p.num_n_tiles;
+  const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *
+                                ((p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -210,6 +213,36 @@ bool device_is_sm90() {
   return ok != 0;
 }
 
+/// The instantiations one cluster size offers. 192-wide tiles have no registers for the
+/// overlapped form's second accumulator, and no smem for the residual's C staging (128
+/// then). The 2x2 cluster is instantiated at BLOCK_N 128 only; the ordered issue
+/// (an experiment) for cluster 1, non-residual only.
+template <bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER>
+ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bn, bool overlap) {
+  if constexpr (CLUSTER == 4) {
+    if (overlap) return launch<128, RESIDUAL, SFA, 4, true>(stream, o);
+    return launch<128, RESIDUAL, SFA, 4>(stream, o);
+  } else {
+    if constexpr (!RESIDUAL && CLUSTER == 1) {
+      if (pick_ordered() && bn != 64) {
+        if (bn == 192) return launch<192, RESIDUAL, SFA, 1, false, true>(stream, o);
+        if (overlap) return launch<128, RESIDUAL, SFA, 1, true, true>(stream, o);
+        return launch<128, RESIDUAL, SFA, 1, false, true>(stream, o);
+      }
+    }
+    if (bn == 192) {
+      if constexpr (RESIDUAL) bn = 128;
+      else return launch<192, RESIDUAL, SFA, CLUSTER>(stream, o);
+    }
+    if (overlap) {
+      if (bn == 64) return launch<64, RESIDUAL, SFA, CLUSTER, true>(stream, o);
+      return launch<128, RESIDUAL, SFA, CLUSTER, true>(stream, o);
+    }
+    if (bn == 64) return launch<64, RESIDUAL, SFA, CLUSTER>(stream, o);
+    return launch<128, RESIDUAL, SFA, CLUSTER>(stream, o);
+  }
+}
+
 template <bool RESIDUAL, fp8::ScaleALoad SFA>
 ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
@@ -217,42 +250,10 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
   const int bn = pick_block_n(o.m, o.n);
   const bool overlap = pick_overlap();
-  if (pick_cluster(o.m) == 2) {
-    // Cluster + overlapped promotion: non-residual only (an experiment, like ORDERED).
-    if (!RESIDUAL && overlap && bn != 192) {
-      if (bn == 64) return launch<64, RESIDUAL, SFA, 2, true>(stream, o);
-      return launch<128, RESIDUAL, SFA, 2, true>(stream, o);
-    }
-    switch (bn) {
-      case 64: return launch<64, RESIDUAL, SFA, 2>(stream, o);
-      case 192:  // residual: C staging leaves too little smem for 192-wide stages
-        if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 2>(stream, o);
-        else return launch<192, RESIDUAL, SFA, 2>(stream, o);
-      default: return launch<128, RESIDUAL, SFA, 2>(stream, o);
-    }
-  }
-  if constexpr (!RESIDUAL) {
-    if (pick_ordered() && bn != 64) {
-      if (bn == 192) return launch<192, RESIDUAL, SFA, 1, false, true>(stream, o);
-      if (overlap) return launch<128, RESIDUAL, SFA, 1, true, true>(stream, o);
-      return launch<128, RESIDUAL, SFA, 1, false, true>(stream, o);
-    }
-  }
-  if (overlap) {
-    switch (bn) {
-      case 64: return launch<64, RESIDUAL, SFA, 1, true>(stream, o);
-      case 192:  // too few registers for a second 96-register accumulator
-        if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 1, true>(stream, o);
-        else return launch<192, RESIDUAL, SFA, 1>(stream, o);
-      default: return launch<128, RESIDUAL, SFA, 1, true>(stream, o);
-    }
-  }
-  switch (bn) {
-    case 64: return launch<64, RESIDUAL, SFA, 1>(stream, o);
-    case 192:
-      if constexpr (RESIDUAL) return launch<128, RESIDUAL, SFA, 1>(stream, o);
-      else return launch<192, RESIDUAL, SFA, 1>(stream, o);
-    default: return launch<128, RESIDUAL, SFA, 1>(stream, o);
+  switch (pick_cluster(o.m, o.n)) {
+    case 4: return dispatch_cluster<RESIDUAL, SFA, 4>(stream, o, bn, overlap);
+    case 2: return dispatch_cluster<RESIDUAL, SFA, 2>(stream, o, bn, overlap);
+    default: return dispatch_cluster<RESIDUAL, SFA, 1>(stream, o, bn, overlap);
   }
 }
 

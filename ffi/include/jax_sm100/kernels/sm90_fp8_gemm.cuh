@@ -72,10 +72,14 @@ struct Fp8GemmConfig {
   static constexpr int kScaleBlock = 128;
   static constexpr bool kResidual = RESIDUAL_;
   static constexpr bool kScaleATma = SCALE_A_ == ScaleALoad::kTma;
-  // CTAs per cluster along M. 2: the pair shares its N tile, each CTA loads half of B and
-  // multicasts it to both (halves B's L2->SM traffic); consumers free a stage in both CTAs.
+  // CTAs per cluster: 1; 2 = 2 along M; 4 = 2 along M x 2 along N. CTAs along M share
+  // their N tile: each loads 1/kClusterM of B and multicasts it to the others (B's
+  // L2->SM traffic / kClusterM). CTAs along N share their M tile and split A likewise.
+  // Consumers free a stage in every CTA of the cluster (any peer may write into it).
   static constexpr int kCluster = CLUSTER_;
-  static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "cluster of 1, 2 or 2x2 CTAs");
+  static constexpr int kClusterM = kCluster == 1 ? 1 : 2;  // CTAs along M (sharing B)
+  static constexpr int kClusterN = kCluster / kClusterM;    // CTAs along N (sharing A)
   // Overlapped promotion: K block kb+1's wgmmas are issued into a second accumulator
   // before K block kb's is promoted, so the tensor cores stay busy during the FFMAs.
   // Three BLOCK_N/2-register arrays: BLOCK_N <= 128.
@@ -104,7 +108,8 @@ struct Fp8GemmConfig {
                 "BLOCK_N in {64, 128, 192}: 64-column epilogue chunks, <= 2 scale blocks per "
                 "tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
   static_assert(BLOCK_K == kScaleBlock, "one K stage must be exactly one scale block");
-  static_assert((BLOCK_N / kCluster) % 8 == 0, "B multicast halves must be whole 8-row swizzle atoms");
+  static_assert((BLOCK_N / kClusterM) % 8 == 0 && (BLOCK_M / kClusterN) % 8 == 0,
+                "multicast slices must be whole 8-row swizzle atoms");
 
   using Payload = pipeline::BlockwiseFP8TilePayload<uint8_t, uint8_t, float, BLOCK_M * BLOCK_K,
                                                     BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
@@ -155,13 +160,15 @@ struct Fp8GemmParams {
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk kGroupM M
 /// tiles down one N column before moving right, so a wave of CTAs shares A rows and B
-/// columns. With clusters, the order is over cluster tiles (cluster_m consecutive M
-/// tiles, one N tile); CTA `rank` of a cluster takes M tile cluster_row * cluster + rank.
+/// columns. With clusters, the order is over cluster tiles (cluster_m x cluster_n
+/// tiles); CTA (rank_m, rank_n) of a cluster takes M tile cluster_row * cluster_m +
+/// rank_m and N tile cluster_col * cluster_n + rank_n (which may lie past the matrix
+/// when the tile counts are odd: that CTA computes nothing, stores nothing).
 /// (A stand-in with the same contract as the bf16 kernel's scheduler.)
 struct GroupedTileOrder {
   static constexpr int kGroupM = 8;
-  int num_m, num_n;  // cluster rows (ceil(M tiles / cluster)), N tiles
-  int cluster, rank;
+  int num_m, num_n;  // cluster rows (ceil(M tiles / cluster_m)), cluster columns
+  int cluster_m, cluster_n, rank_m, rank_n;
   int first, stride;  // this cluster's first cluster tile, number of clusters
   __device__ __forceinline__ void tile(int t, int& mt, int& nt) const {
     const int per_group = kGroupM * num_n;
@@ -169,8 +176,8 @@ struct GroupedTileOrder {
     const int first_m = group * kGroupM;
     const int rows = min(kGroupM, num_m - first_m);
     const int in_group = t - group * per_group;
-    mt = (first_m + in_group % rows) * cluster + rank;
-    nt = in_group / rows;
+    mt = (first_m + in_group % rows) * cluster_m + rank_m;
+    nt = (in_group / rows) * cluster_n + rank_n;
   }
   __device__ __forceinline__ int count() const { return num_m * num_n; }
 };
@@ -219,19 +226,40 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
                : "memory");
 }
 
-/// B tile of K block kb, N tile nt. Cluster of 2: this CTA loads rows [rank*BN/2,
-/// (rank+1)*BN/2) and multicasts them to both CTAs (same smem offset, each CTA's full
-/// barrier gets the bytes), so every CTA's stage still receives the whole B tile.
+/// B tile of K block kb, N tile nt. With CTAs along M (cluster rank = rank_n *
+/// kClusterM + rank_m): this CTA loads rows [rank_m*BN/kClusterM, +BN/kClusterM) and
+/// multicasts them to the CTAs of its cluster column (same N tile; same smem offset, each
+/// CTA's full barrier gets the bytes), so every CTA's stage still receives the whole tile.
 template <class Cfg>
 __device__ __forceinline__ void load_b(uint8_t* b_tile, const CUtensorMap* map_b, uint64_t* bar,
-                                       int kb, int nt, int rank) {
-  if constexpr (Cfg::kCluster == 1) {
+                                       int kb, int nt, const GroupedTileOrder& order) {
+  if constexpr (Cfg::kClusterM == 1) {
     ptx::tma_load_2d(b_tile, map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
   } else {
-    constexpr int kRows = Cfg::BLOCK_N / Cfg::kCluster;
-    ptx::tma_load_2d_multicast(b_tile + rank * kRows * Cfg::BLOCK_K, map_b, bar,
-                               static_cast<uint16_t>((1u << Cfg::kCluster) - 1), kb * Cfg::BLOCK_K,
-                               nt * Cfg::BLOCK_N + rank * kRows);
+    constexpr int kRows = Cfg::BLOCK_N / Cfg::kClusterM;
+    const uint32_t mask = ((1u << Cfg::kClusterM) - 1) << (order.rank_n * Cfg::kClusterM);
+    ptx::tma_load_2d_multicast(b_tile + order.rank_m * kRows * Cfg::BLOCK_K, map_b, bar,
+                               static_cast<uint16_t>(mask), kb * Cfg::BLOCK_K,
+                               nt * Cfg::BLOCK_N + order.rank_m * kRows);
+  }
+}
+
+/// A tile of K block kb, M tile mt. With CTAs along N: this CTA loads rows
+/// [rank_n*BM/kClusterN, +BM/kClusterN) and multicasts them to the CTAs of its cluster
+/// row (same M tile: ranks rank_m + j * kClusterM).
+template <class Cfg>
+__device__ __forceinline__ void load_a(uint8_t* a_tile, const CUtensorMap* map_a, uint64_t* bar,
+                                       int kb, int mt, const GroupedTileOrder& order) {
+  if constexpr (Cfg::kClusterN == 1) {
+    ptx::tma_load_2d(a_tile, map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
+  } else {
+    constexpr int kRows = Cfg::BLOCK_M / Cfg::kClusterN;
+    uint32_t mask = 0;
+#pragma unroll
+    for (int j = 0; j < Cfg::kClusterN; ++j) mask |= 1u << (order.rank_m + j * Cfg::kClusterM);
+    ptx::tma_load_2d_multicast(a_tile + order.rank_n * kRows * Cfg::BLOCK_K, map_a, bar,
+                               static_cast<uint16_t>(mask), kb * Cfg::BLOCK_K,
+                               mt * Cfg::BLOCK_M + order.rank_n * kRows);
   }
 }
 
@@ -271,15 +299,15 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
       if constexpr (Cfg::kScaleATma) {
         if (lane == 0) {
           stage.expect_bytes();  // one transaction: A + B + A-scales
-          ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
-          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order.rank);
+          load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
+          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
           ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
         }
       } else {
         if (lane == 0) {
           stage.mbar()->arrive_expect_tx(Cfg::Tiles::a_bytes + Cfg::Tiles::b_bytes);
-          ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
-          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order.rank);
+          load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
+          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
         }
         float* sfa = stage.sfa_tile();
 #pragma unroll
@@ -459,7 +487,8 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     int mt, nt;
     order.tile(t, mt, nt);
     const int n0 = nt * Cfg::BLOCK_N;
-    const int nb0 = n0 / Cfg::kScaleBlock;
+    // (clamped: a 2x2 cluster's CTA may hold an N tile past the matrix; it computes nothing)
+    const int nb0 = min(n0 / Cfg::kScaleBlock, p.num_nb - 1);
     const int nb1 = min(nb0 + 1, p.num_nb - 1);
     // 8-column groups [0, former) use scale block nb0, the rest nb1.
     const int former = Cfg::kUniformScaleB
@@ -474,7 +503,8 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     }
     named_barrier_sync(1 + wg, 128);
 
-    const bool live = mt * Cfg::BLOCK_M + wg * Cfg::WG_M < p.m;  // any of our rows < M?
+    // Any of our rows < M, and the N tile inside the matrix?
+    const bool live = mt * Cfg::BLOCK_M + wg * Cfg::WG_M < p.m && n0 < p.n;
     float final_acc[Cfg::kAcc];
 #pragma unroll
     for (int i = 0; i < Cfg::kAcc; ++i) final_acc[i] = 0.0f;
@@ -553,8 +583,9 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
 
 /// The kernel. Launch: grid = a multiple of Cfg::kCluster, at most one CTA per SM (the
 /// cluster-tile loop covers the rest), cluster dims (kCluster, 1, 1), block =
-/// Cfg::kThreads, dynamic smem = Cfg::smem_bytes(num_kb). map_b's box has
-/// BLOCK_N / kCluster rows. map_c is unused unless Cfg::kResidual.
+/// Cfg::kThreads, dynamic smem = Cfg::smem_bytes(num_kb). map_a's box has
+/// BLOCK_M / kClusterN rows, map_b's BLOCK_N / kClusterM. map_c is unused unless
+/// Cfg::kResidual.
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -571,10 +602,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");
   GroupedTileOrder order;
-  order.num_m = (p.num_m_tiles + Cfg::kCluster - 1) / Cfg::kCluster;
-  order.num_n = p.num_n_tiles;
-  order.cluster = Cfg::kCluster;
-  order.rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
+  order.num_m = (p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM;
+  order.num_n = (p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN;
+  order.cluster_m = Cfg::kClusterM;
+  order.cluster_n = Cfg::kClusterN;
+  const int rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
+  order.rank_m = rank % Cfg::kClusterM;
+  order.rank_n = rank / Cfg::kClusterM;
   order.first = blockIdx.x / Cfg::kCluster;
   order.stride = gridDim.x / Cfg::kCluster;
 
