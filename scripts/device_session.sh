@@ -29,7 +29,7 @@ timeout 120 pytest -q -rfE -p no:cacheprovider -k "$experimental" "$repo/tests/t
   > "$OUT/gpu_tests_experimental.log" 2>&1
 echo "experimental gpu tests rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "passed|failed|FAILED|ERROR" "$OUT/gpu_tests_experimental.log" | tail -25
-timeout 150 python3 -m jax_sm100.bench_fp8 --quick --sweep --out "$OUT/fp8" > "$OUT/bench_fp8.log" 2>&1
+timeout 220 python3 -m jax_sm100.bench_fp8 --quick --sweep --out "$OUT/fp8" > "$OUT/bench_fp8.log" 2>&1
 echo "fp8 bench rc=$? ($(( $(date +%s) - start )) s)"; tail -30 "$OUT/bench_fp8.log"
-timeout 80 bash "$repo/scripts/device_ncu_fp8.sh" > "$OUT/ncu_fp8.log" 2>&1
+timeout 70 bash "$repo/scripts/device_ncu_fp8.sh" > "$OUT/ncu_fp8.log" 2>&1
 echo "ncu rc=$? ($(( $(date +%s) - start )) s)"; grep -E "^==|Duration|Throughput|Tensor|Stall|Issue|Pipe" "$OUT/ncu_fp8.log" | head -160
