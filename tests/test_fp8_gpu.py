@@ -325,6 +325,20 @@ def test_quantize_bit_exact(rng, r, c, block_rows, dtype):
   assert _bits_equal(s, ns) and _bits_equal(q, nq), "differs from the NumPy emulation"
 
 
+@pytest.mark.parametrize("unroll", ["4", "8"])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+@pytest.mark.parametrize("r,c", [(300, 1000), (1000, 24), (2048, 4096)])
+def test_quantize_1x128_unroll_variants_bit_exact(rng, monkeypatch, r, c, dtype, unroll):
+  """The 1x128 kernel's wider-step forms (JAX_SM100_QUANT_UNROLL): same bits."""
+  monkeypatch.setenv("JAX_SM100_QUANT_UNROLL", unroll)
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x *= (10.0 ** rng.uniform(-4, 4, (r, 1))).astype(np.float32)
+  x = jnp.asarray(x).astype(dtype)
+  q, s = ffi_quantize(x, 1)
+  rq, rs = _reference_quantize_cpu(x, (1, 128))
+  assert _bits_equal(s, rs) and _bits_equal(q, rq)
+
+
 @pytest.mark.parametrize("block", [(1, 128), (128, 128)])
 def test_public_quantize_uses_kernel_and_is_bit_exact(rng, block):
   x = jnp.asarray((rng.standard_normal((300, 1000)) * 5).astype(np.float32)).astype(jnp.bfloat16)
