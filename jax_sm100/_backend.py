@@ -83,8 +83,7 @@ def context() -> Context:
   if name == "reference":
     return Context("reference", frozenset())
   targets = _ffi_registry.registered_targets()
-  if os.environ.get(_ffi_registry.ENABLE_UNVERIFIED_ENV, "") in ("", "0"):
-    targets = targets - _ffi_registry.UNVERIFIED_TARGETS
+  targets = targets - _ffi_registry.disabled_targets()
   if name == "sm100":
     targets = targets & _ffi_registry.sm100_targets()
   return Context(name, frozenset(targets))

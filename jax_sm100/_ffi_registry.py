@@ -7,6 +7,7 @@ build), a warning says why and every op takes the reference path.
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 
 import jax
@@ -21,13 +22,21 @@ QUANTIZE_FP8_DUAL = "jax_sm100_quantize_fp8_dual"
 KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, QUANTIZE_FP8,
                  QUANTIZE_FP8_DUAL)
 
-# Targets that are built and registered but whose kernels have not yet passed
-# their GPU tests on a device: the ops do not launch them (they take the path
-# that existed before) unless JAX_SM100_ENABLE_UNVERIFIED=1. Their GPU tests
-# call them directly. A target leaves this set in the commit that records its
-# device test run.
-UNVERIFIED_TARGETS = frozenset({QUANTIZE_FP8_DUAL})
-ENABLE_UNVERIFIED_ENV = "JAX_SM100_ENABLE_UNVERIFIED"
+# JAX_SM100_DISABLE_TARGETS=name[,name...]: the ops do not launch these targets
+# and take the path they would take without them (the reference path for a GEMM, the
+# two single quantizations for the dual one): an escape hatch for users, and how the
+# tests compare a kernel against the path without it.
+DISABLE_TARGETS_ENV = "JAX_SM100_DISABLE_TARGETS"
+
+
+def disabled_targets() -> frozenset:
+  """The targets named in JAX_SM100_DISABLE_TARGETS (ValueError for unknown names)."""
+  names = {t.strip() for t in os.environ.get(DISABLE_TARGETS_ENV, "").split(",") if t.strip()}
+  unknown = names - set(KNOWN_TARGETS)
+  if unknown:
+    raise ValueError(f"{DISABLE_TARGETS_ENV}: unknown target(s) {sorted(unknown)}; "
+                     f"known: {', '.join(KNOWN_TARGETS)}")
+  return frozenset(names)
 
 try:
   _ffi = importlib.import_module("jax_sm100._ffi")

@@ -1,15 +1,15 @@
 """Quantization bandwidth probe (device): every kernel timed the same way, side by side.
 
 For x (R, C) bf16: a device copy (torch copy_, CUDA events; XLA x + 1, differential jit
-timing), our 1x128 kernel at each unroll (JAX_SM100_QUANT_UNROLL = 2, 4, 8), the 128x128
-kernel and the dual kernel, in GB/s of bytes each must move. Then, with --ncu-once, runs
+timing), our 1x128 and 128x128 kernels and the dual kernel, in GB/s of bytes each must
+move (same timing as bench_fp8). Run it with and without XLA command buffers (XLA_FLAGS)
+to see how much of the per-call time is host-side overhead between the ops. Then, with --ncu-once, runs
 each once on 8192^2 and skips the timing (run it under `ncu --metrics
 gpu__time_duration.sum,dram__throughput...` to time the kernels themselves, free of any
 host-side timing method).
 Usage: python scripts/device_quant_probe.py OUT.json | --ncu-once
 """
 import json
-import os
 import sys
 
 import jax
@@ -49,11 +49,8 @@ def main():
                                                        list(zip(tx, ty)), REPS) / 1e9
       del tx, ty
     row["copy_xla_GBps"] = copy_bytes / time_jax(lambda x: x + jnp.bfloat16(1), sets, REPS) / 1e9
-    for unroll in ("2", "4", "8"):
-      os.environ["JAX_SM100_QUANT_UNROLL"] = unroll
-      f, nbytes = quant_call(r, c, 1)
-      row[f"q1x128_u{unroll}_GBps"] = nbytes / time_jax(f, sets, REPS) / 1e9
-    os.environ.pop("JAX_SM100_QUANT_UNROLL")
+    f, nbytes = quant_call(r, c, 1)
+    row["q1x128_GBps"] = nbytes / time_jax(f, sets, REPS) / 1e9
     f, nbytes = quant_call(r, c, 128)
     row["q128x128_GBps"] = nbytes / time_jax(f, sets, REPS) / 1e9
     for tb in (1, 128):
@@ -75,9 +72,7 @@ def main():
     torch.empty_like(t).copy_(t)
     torch.cuda.synchronize()
   jax.block_until_ready(jax.jit(lambda x: x + jnp.bfloat16(1))(x))
-  for unroll in ("2", "4"):
-    os.environ["JAX_SM100_QUANT_UNROLL"] = unroll
-    jax.block_until_ready(jax.jit(quant_call(8192, 8192, 1)[0])(x))
+  jax.block_until_ready(jax.jit(quant_call(8192, 8192, 1)[0])(x))
   jax.block_until_ready(jax.jit(quant_call(8192, 8192, 128)[0])(x))
   jax.block_until_ready(jax.jit(lambda x: _quantize_dual_launch(x, 128))(x))
 

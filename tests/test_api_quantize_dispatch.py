@@ -43,7 +43,9 @@ def test_quantize_vmap_1x128_is_one_launch(fake_sm90):
   assert quant_calls(f, x) == ["1"]
 
 
-def test_fp8_dot_forward_and_backward_quantize_on_the_kernel(fake_sm90):
+def test_fp8_dot_forward_and_backward_quantize_on_the_kernel(fake_sm90, monkeypatch):
+  # Without the dual kernel (see below for the default, with it).
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "jax_sm100_quantize_fp8_dual")
   x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
   fwd = quant_calls(jax_sm100.fp8_dot, x, w)
   assert sorted(fwd) == ["1", "128"]          # x in 1x128, w in 128x128
@@ -75,8 +77,8 @@ def test_emulated_quantize_vmap_matches_per_example(rng, emulated_kernels):
 
 # ---------------------------------------------------------------------------
 # jax_sm100_quantize_fp8_dual: x and x^T quantized in one pass (fp8_dot's
-# forward for x, its backward for g). Not yet run on a device, so the ops only
-# launch it with JAX_SM100_ENABLE_UNVERIFIED=1 (see _ffi_registry).
+# forward for x, its backward for g). JAX_SM100_DISABLE_TARGETS turns it off
+# (fp8_dot then runs the two single quantizations).
 # ---------------------------------------------------------------------------
 
 DUAL = "jax_sm100_quantize_fp8_dual"
@@ -91,18 +93,25 @@ def _fp8_loss(x, w):
   return jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
 
 
-def test_dual_quantize_is_off_unless_unverified_targets_are_enabled(fake_sm90, monkeypatch):
+def test_disable_targets_turns_the_dual_quantize_off(fake_sm90, monkeypatch):
   from jax_sm100 import _backend
-  monkeypatch.delenv("JAX_SM100_ENABLE_UNVERIFIED", raising=False)
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", DUAL)
   assert DUAL not in _backend.context().targets
   x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
   assert dual_calls(jax.grad(_fp8_loss, argnums=(0, 1)), x, w) == []
-  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS")
   assert DUAL in _backend.context().targets
 
 
-def test_fp8_dot_grad_uses_the_dual_quantize_when_enabled(fake_sm90, monkeypatch):
-  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+def test_disable_targets_rejects_unknown_names(fake_sm90, monkeypatch):
+  from jax_sm100 import _backend
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "jax_sm100_quantize_fp8_duel")
+  with pytest.raises(ValueError, match="unknown target"):
+    _backend.context()
+
+
+def test_fp8_dot_grad_uses_the_dual_quantize(fake_sm90, monkeypatch):
+  monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS", raising=False)
   x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
   f = jax.grad(_fp8_loss, argnums=(0, 1))
   # forward: x and x^T (1x128 each) in one launch; backward: g (1x128) and g^T
@@ -120,7 +129,6 @@ def test_dual_quantize_equals_two_quantizations(rng, emulated_kernels, monkeypat
   # quantize(x, 1x128) and quantize(x^T, t_block x 128).
   from jax_sm100 import _backend
   from jax_sm100._fp8 import _quantize, _quantize_dual_op
-  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
   x = random_array(rng, shape, jnp.bfloat16, scale=5.0)
   ctx = _backend.context()
   (q, s), (qt, st) = jax.jit(lambda x: _quantize_dual_op(ctx, x, t_block))(x)
@@ -137,11 +145,11 @@ def test_fp8_dot_grads_identical_with_and_without_dual_quantize(rng, emulated_ke
   x = random_array(rng, (3, 50, 256), jnp.bfloat16)
   w = random_array(rng, (256, 136), jnp.bfloat16)
   f = jax.jit(jax.value_and_grad(_fp8_loss, argnums=(0, 1)))
-  monkeypatch.delenv("JAX_SM100_ENABLE_UNVERIFIED", raising=False)
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", DUAL)
   jax.clear_caches()
   base = f(x, w)
   assert all(c[0] != DUAL for c in emulated_kernels)
-  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
+  monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS")
   jax.clear_caches()
   dual = f(x, w)
   assert any(c[0] == DUAL for c in emulated_kernels)
@@ -150,7 +158,6 @@ def test_fp8_dot_grads_identical_with_and_without_dual_quantize(rng, emulated_ke
 
 
 def test_fp8_dot_grad_vmap_with_dual_quantize(rng, emulated_kernels, monkeypatch):
-  monkeypatch.setenv("JAX_SM100_ENABLE_UNVERIFIED", "1")
   x = random_array(rng, (2, 40, 256), jnp.float32)
   w = random_array(rng, (256, 128), jnp.float32)
   g = jax.vmap(jax.grad(_fp8_loss, argnums=(0, 1)), (0, None))(x, w)

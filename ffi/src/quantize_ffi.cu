@@ -35,16 +35,6 @@ using namespace jax_sm100::kernels::quant;
 
 using jax_sm100::host::sm_count;
 
-/// Chunks per thread per step of the 1x128 kernel (JAX_SM100_QUANT_UNROLL = 2 | 4 | 8
-/// overrides, for the bandwidth benchmark; default 2).
-int quant_unroll() {
-  if (const char* env = std::getenv("JAX_SM100_QUANT_UNROLL")) {
-    const int v = std::atoi(env);
-    if (v == 2 || v == 4 || v == 8) return v;
-  }
-  return 2;
-}
-
 template <typename T>
 cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, int64_t rows,
                    int64_t cols, int block_rows, bool transposed, int64_t scale_ld) {
@@ -55,27 +45,19 @@ cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, in
   uint8_t* qb = static_cast<uint8_t*>(q);
   const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
   if (block_rows == 1) {
-    const int unroll = quant_unroll();
     const int64_t groups = rows * col_blocks;
-    // 4 * unroll groups per warp step, 8 warps per CTA; cap at 8 CTAs per SM and let the
-    // kernel's grid-stride loop cover the rest.
-    const int64_t per_cta = 8 * 4 * unroll;
-    int64_t ctas = (groups + per_cta - 1) / per_cta;
+    // 8 groups per warp step, 8 warps per CTA; cap at 8 CTAs per SM (full occupancy) and let
+    // the kernel's grid-stride loop cover the rest.
+    int64_t ctas = (groups + 63) / 64;  // 8 warps x 8 groups per step
     const int64_t cap = int64_t(sm_count()) * 8;
     if (ctas > cap) ctas = cap;
     if (ctas < 1) ctas = 1;
-    auto go = [&](auto kernel) {
-      kernel<<<unsigned(ctas), 256, 0, stream>>>(xt, qb, scale, rows, cols, scale_ld, aligned);
-    };
-    if (transposed) {
-      if (unroll == 4) go(quantize_1x128_kernel<T, true, 4>);
-      else if (unroll == 8) go(quantize_1x128_kernel<T, true, 8>);
-      else go(quantize_1x128_kernel<T, true, 2>);
-    } else {
-      if (unroll == 4) go(quantize_1x128_kernel<T, false, 4>);
-      else if (unroll == 8) go(quantize_1x128_kernel<T, false, 8>);
-      else go(quantize_1x128_kernel<T, false, 2>);
-    }
+    if (transposed)
+      quantize_1x128_kernel<T, true><<<unsigned(ctas), 256, 0, stream>>>(xt, qb, scale, rows, cols,
+                                                                          scale_ld, aligned);
+    else
+      quantize_1x128_kernel<T, false><<<unsigned(ctas), 256, 0, stream>>>(xt, qb, scale, rows, cols,
+                                                                           scale_ld, aligned);
   } else {
     const int64_t blocks = ((rows + kBlock - 1) / kBlock) * col_blocks;
     if (blocks > 0)

@@ -168,11 +168,10 @@ __device__ __forceinline__ float block_scale(float amax) {
 }
 
 /// 1x128 blocks. Groups of 8 consecutive threads own one (row, column-block); a warp
-/// owns 4 * kU groups per step (kU chunks per thread, all loads issued before any is
-/// used), and loops stay warp-uniform so the shuffles see all lanes.
+/// owns 8 groups per step, and loops stay warp-uniform so the shuffles see all lanes.
 /// scale_transposed: write scale[cb * scale_ld + row] (scale_ld = Rp) instead of
 /// scale[row * Cb + cb]; the pad rows [R, Rp) get 1.
-template <typename T, bool kScaleTransposed, int kU = 2>
+template <typename T, bool kScaleTransposed>
 __global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict__ x,
                                                              uint8_t* __restrict__ q,
                                                              float* __restrict__ scale, int64_t rows,
@@ -193,8 +192,9 @@ __global__ void __launch_bounds__(256) quantize_1x128_kernel(const T* __restrict
     }
   }
 
-  // Each step a warp owns 4 * kU groups (kU per thread): all chunks' loads are issued
-  // before any is used, so kU * 16 * sizeof(T) bytes per thread are in flight.
+  // Each step a warp owns 8 groups (2 per thread): both chunks' loads are issued before
+  // either is used, so 64 bytes per thread are in flight.
+  constexpr int kU = 2;
   for (int64_t base = warp_global * 4 * kU; base < groups; base += warps_total * 4 * kU) {
     RawChunk<T> raw[kU];
     int64_t row[kU], cb[kU], c0[kU];
