@@ -7,7 +7,8 @@
 #      cluster), so a hang there cannot hide the verified kernels' results;
 #   3. the quantization bandwidth probe, plain and under XLA command buffers (CUDA
 #      graphs: no host work between the ops);
-#   4. the quick FP8 bench (cuBLASLt side by side; with SWEEP=1 the variant sweep);
+#   4. the quick FP8 bench (cuBLASLt side by side; with SWEEP=1 the variant sweep), then
+#      again under XLA command buffers;
 #   5. with NCU=1, an ncu look at the FP8 GEMM (scripts/device_ncu_fp8.sh).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a JAX_SM100_GIT_COMMIT="${COMMIT:-unknown}"  # the device copy has no .git
@@ -34,9 +35,12 @@ XLA_FLAGS="$graphs" timeout 100 python3 "$repo/scripts/device_quant_probe.py" "$
 echo "quant probes ($(( $(date +%s) - start )) s)"
 sweep=(); [ "${SWEEP:-0}" = 1 ] && sweep=(--sweep)
 timeout 220 python3 -m jax_sm100.bench_fp8 --quick --no-quant "${sweep[@]}" --out "$OUT/fp8" 2>&1 | grep -v "Warn\|warn" | tail -22
-echo "fp8 bench rc=$? ($(( $(date +%s) - start )) s)"
+echo "fp8 bench ($(( $(date +%s) - start )) s)"
+XLA_FLAGS="$graphs" timeout 150 python3 -m jax_sm100.bench_fp8 --quick --no-quant --out "$OUT/fp8_graphs" 2>&1 \
+  | grep -v "Warn\|warn" | tail -14
+echo "fp8 bench under command buffers ($(( $(date +%s) - start )) s)"
 if [ "${NCU:-0}" = 1 ]; then
   timeout 70 bash "$repo/scripts/device_ncu_fp8.sh" > "$OUT/ncu_fp8.log" 2>&1
   echo "ncu rc=$? ($(( $(date +%s) - start )) s)"; grep -E "^==|Duration|Throughput|Stall" "$OUT/ncu_fp8.log" | head -60
 fi
-rm -f "$OUT/fp8/bench_fp8.png"  # keep under the 8 files that come back
+rm -f "$OUT"/fp8*/bench_fp8.png  # keep under the 8 files that come back
