@@ -3,10 +3,10 @@
     python -m jax_sm100.bench_fp8 --out DIR [--quick]
 
 Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^T):
-  ours            jax_sm100.fp8_blockwise_matmul (documented layouts: a_scale (M, K/128);
-                  A's scales copied by cp.async)
-  ours_tma        FFI target jax_sm100_fp8_gemm_sfa_t (a_scale given transposed, so A's
-                  scales ride in the stage's TMA transaction; what the quantizer can emit)
+  ours            jax_sm100.fp8_blockwise_matmul (documented layouts: a_scale (M, K/128),
+                  which the op transposes for the kernel in a small XLA op)
+  ours_kernel     FFI target jax_sm100_fp8_gemm alone, a_scale given already transposed
+                  (ceil(K/128), round_up(M, 4)) (what a quantizer can emit directly)
   cublas_block    cuBLASLt blockwise FP8 (1x128 for a, 128x128 for b) through torch
   cublas_tensor   cuBLASLt per-tensor FP8 (torch._scaled_mm with scalar scales)
   xla_bf16        XLA jnp.dot in bf16
@@ -217,8 +217,7 @@ def bench_gemm(shapes, reps, log):
       why = "no torch blockwise FP8 call matched the reference"
   else:
     log(f"note: torch columns skipped: {why}")
-  have_tma = reg.FP8_GEMM in reg.registered_targets() and \
-      "jax_sm100_fp8_gemm_sfa_t" in reg.registered_targets()
+  have_kernel = reg.FP8_GEMM in reg.registered_targets()
   have_bf16 = reg.GEMM in reg.registered_targets()
   rows = []
   for (m, n, k) in shapes:
@@ -237,11 +236,11 @@ def bench_gemm(shapes, reps, log):
         np.repeat(np.repeat(np.asarray(sb, np.float64), 128, 0), 128, 1)[:nn, :k]
     ref = ad @ bd.T
     row["ours_calc_diff"] = calc_diff(d, ref)
-    if have_tma:
+    if have_kernel:
       out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
-      call = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", out)
+      call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
       tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
-      row["ours_tma"] = flops / time_jax(lambda a, st, b, sb: call(a, st, b, sb), tsets, reps) / 1e12
+      row["ours_kernel"] = flops / time_jax(lambda a, st, b, sb: call(a, st, b, sb), tsets, reps) / 1e12
     if torch is not None:
       tsets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
                 _to_torch(torch, b).t(), _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
@@ -283,7 +282,7 @@ SWEEP_ROUNDS = 3
 
 
 def sweep(shapes, reps, log):
-  """ours / ours_tma for tile width x cluster size x overlapped promotion x ordered issue
+  """ours / ours_kernel for tile width x cluster size x overlapped promotion x ordered issue
   (environment overrides read by the FFI handler at run time), to pick the defaults.
   The variants are timed round-robin, SWEEP_ROUNDS rounds, and each reports its median
   round: clock and power drift then hits every variant alike instead of whichever ran
@@ -293,7 +292,7 @@ def sweep(shapes, reps, log):
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
-    tma = jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+    kern = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
     runs = {v: ([], []) for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
       for v in SWEEP_VARIANTS:
@@ -301,15 +300,15 @@ def sweep(shapes, reps, log):
           os.environ["JAX_SM100_FP8_" + name] = val
         runs[v][0].append(flops / time_jax(
             lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12)
-        runs[v][1].append(flops / time_jax(lambda a, st, b, sb: tma(a, st, b, sb), tsets, reps) / 1e12)
-    for (bn, cl, ov, od), (ours, ours_tma) in runs.items():
+        runs[v][1].append(flops / time_jax(lambda a, st, b, sb: kern(a, st, b, sb), tsets, reps) / 1e12)
+    for (bn, cl, ov, od), (ours, ours_kernel) in runs.items():
       r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov),
            "ordered": int(od), "ours": statistics.median(ours),
-           "ours_tma": statistics.median(ours_tma), "ours_rounds": ours, "ours_tma_rounds": ours_tma}
+           "ours_kernel": statistics.median(ours_kernel), "ours_rounds": ours, "ours_kernel_rounds": ours_kernel}
       out.append(r)
       log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov} ordered={od}: "
-          f"ours {r['ours']:.1f}  ours_tma {r['ours_tma']:.1f} TFLOP/s  (rounds: "
-          + " ".join(f"{x:.0f}" for x in ours) + " / " + " ".join(f"{x:.0f}" for x in ours_tma) + ")")
+          f"ours {r['ours']:.1f}  ours_kernel {r['ours_kernel']:.1f} TFLOP/s  (rounds: "
+          + " ".join(f"{x:.0f}" for x in ours) + " / " + " ".join(f"{x:.0f}" for x in ours_kernel) + ")")
     del sets, tsets
   for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP",
             "JAX_SM100_FP8_ORDERED"):
@@ -372,7 +371,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
   except Exception:  # noqa: BLE001
     return False
-  cols = [c for c in ("ours", "ours_tma", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16")
+  cols = [c for c in ("ours", "ours_kernel", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16")
           if any(c in r for r in rows)]
   labels = ["x".join(map(str, r["shape"])) for r in rows]
   x = np.arange(len(rows))
@@ -410,12 +409,11 @@ def main(argv=None):
   if args.once:
     m, n, k = args.once
     (a, sa, b, sb), = quantized_sets(m, n, k, 1)
-    tma = jax.jit(jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t",
-                                   jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
+    kern = jax.jit(jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
     st = a_scale_t(sa)
     f = jax.jit(jax_sm100.fp8_blockwise_matmul)
     for _ in range(2):
-      jax.block_until_ready(tma(a, st, b, sb))
+      jax.block_until_ready(kern(a, st, b, sb))
       jax.block_until_ready(f(a, sa, b, sb))
     log("once: done")
     return 0
@@ -428,7 +426,7 @@ def main(argv=None):
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
   summary = {}
-  for col in ("ours", "ours_tma"):
+  for col in ("ours", "ours_kernel"):
     for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
       ratios = [r[col] / r[base] for r in large if col in r and base in r]
       if ratios:
@@ -443,13 +441,13 @@ def main(argv=None):
     json.dump(result, f, indent=1)
   png = plot(rows, os.path.join(args.out, "bench_fp8.png"))
 
-  cols = ["ours", "ours_tma", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"]
+  cols = ["ours", "ours_kernel", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"]
   log("")
-  log(f"{'M x N x K':>20} " + " ".join(f"{c:>13}" for c in cols) + "  ours/blk  tma/blk  diff")
+  log(f"{'M x N x K':>20} " + " ".join(f"{c:>13}" for c in cols) + "  ours/blk  kern/blk  diff")
   for r in rows:
     vals = " ".join(f"{r[c]:13.1f}" if c in r else f"{'-':>13}" for c in cols)
     rb = r.get("cublas_block")
-    ratio = f"{r['ours'] / rb:8.3f} {r.get('ours_tma', 0) / rb:8.3f}" if rb else f"{'-':>8} {'-':>8}"
+    ratio = f"{r['ours'] / rb:8.3f} {r.get('ours_kernel', 0) / rb:8.3f}" if rb else f"{'-':>8} {'-':>8}"
     log(f"{'x'.join(map(str, r['shape'])):>20} {vals}  {ratio}  {r['ours_calc_diff']:.1e}")
   for k, v in summary.items():
     log(f"{k}: {v:.3f}")

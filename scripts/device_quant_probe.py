@@ -33,6 +33,62 @@ def quant_call(r, c, br):
   return (lambda x: call(x, block_rows=np.int32(br), scale_transposed=np.int32(0))), nbytes
 
 
+def cupti_kernel_us(torch, run, reps=10):
+  """Median GPU duration (us) of each kernel name that `run` launches, from CUPTI through
+  torch.profiler: it records every kernel of the process, XLA's and ours included, so
+  this times the kernels themselves whatever launched them."""
+  import tempfile
+  from torch.profiler import ProfilerActivity, profile
+  run()
+  torch.cuda.synchronize()
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    for _ in range(reps):
+      run()
+    torch.cuda.synchronize()
+  with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+    prof.export_chrome_trace(fh.name)
+    events = json.load(open(fh.name))["traceEvents"]
+  durs = {}
+  for e in events:
+    if e.get("cat") in ("kernel", "gpu_memcpy") and "dur" in e:
+      durs.setdefault(e["name"][:60], []).append(float(e["dur"]))
+  return {name: sorted(v)[len(v) // 2] for name, v in durs.items()}
+
+
+def cupti_rows(torch, log):
+  """GB/s from CUPTI kernel times on 8192^2 and 16384x7168 bf16."""
+  rows = []
+  for (r, c) in [(8192, 8192), (16384, 7168)]:
+    x = jax.random.normal(jax.random.key(2), (r, c), jnp.bfloat16)
+    row = {"shape": [r, c], "method": "cupti kernel time"}
+    copy_bytes = 2 * r * c * 2
+    tx = torch.randn(r, c, device="cuda", dtype=torch.bfloat16)
+    ty = torch.empty_like(tx)
+    for name, us in cupti_kernel_us(torch, lambda: ty.copy_(tx)).items():
+      row["copy_torch_GBps"] = copy_bytes / us / 1e3
+      row["copy_torch_kernel"] = name
+    del tx, ty
+    add = jax.jit(lambda x: x + jnp.bfloat16(1))
+    for name, us in cupti_kernel_us(torch, lambda: jax.block_until_ready(add(x))).items():
+      row["copy_xla_GBps"] = copy_bytes / us / 1e3
+    for br in (1, 128):
+      f, nbytes = quant_call(r, c, br)
+      f = jax.jit(f)
+      for name, us in cupti_kernel_us(torch, lambda: jax.block_until_ready(f(x))).items():
+        if "quantize" in name:
+          row[f"q{br}_GBps"] = nbytes / us / 1e3
+    for tb in (1, 128):
+      scale_elems = r * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
+      nbytes = r * c * 2 + 2 * r * c + 4 * scale_elems
+      f = jax.jit(lambda x: _quantize_dual_launch(x, tb))
+      for name, us in cupti_kernel_us(torch, lambda: jax.block_until_ready(f(x))).items():
+        if "quantize" in name:
+          row[f"dual{tb}_GBps"] = nbytes / us / 1e3
+    log(" ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+    rows.append(row)
+  return rows
+
+
 def main():
   ncu_once = "--ncu-once" in sys.argv
   torch, _ = _torch()
@@ -62,8 +118,14 @@ def main():
     rows.append(row)
     del xs, sets
   if not ncu_once:
+    cupti = []
+    if torch is not None:
+      try:
+        cupti = cupti_rows(torch, lambda s: print(s, flush=True))
+      except Exception as e:  # noqa: BLE001
+        print(f"cupti timing failed: {type(e).__name__}: {e}", flush=True)
     with open(sys.argv[1], "w") as fh:
-      json.dump({"device": jax.devices()[0].device_kind, "rows": rows}, fh, indent=1)
+      json.dump({"device": jax.devices()[0].device_kind, "rows": rows, "cupti": cupti}, fh, indent=1)
     return
   # One launch of each kernel on the 8192^2 input (for ncu).
   x = jax.random.normal(jax.random.key(1), (8192, 8192), jnp.bfloat16)

@@ -139,15 +139,17 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
     acc = jnp.broadcast_to(acc, (nd,) + out_shape[-2:])
     return acc.astype(out_dtype).reshape(out_shape)
 
-  def fp8(a, a_scale, b, b_scale, c=None, *, beta=0.0):
+  def fp8(a, a_scale_t, b, b_scale, c=None, *, beta=0.0):
+    # a's scales come transposed and padded: (ceil(K/128), round_up(M, 4)).
     from jax_sm100._gemm import ref_fp8_gemm
     assert a.dtype == b.dtype == jnp.float8_e4m3fn and out_dtype == jnp.bfloat16
     assert a.ndim == b.ndim == 2 and _row_aligned(a) and _row_aligned(b)
     m, k = a.shape
     n = b.shape[0]
-    assert a_scale.shape == (m, -(-k // 128)) and b_scale.shape == (-(-n // 128), -(-k // 128))
+    assert a_scale_t.shape == (-(-k // 128), -(-m // 4) * 4), (a_scale_t.shape, m, k)
+    assert b_scale.shape == (-(-n // 128), -(-k // 128))
     assert out_shape == (m, n) and (n * 2) % 16 == 0
-    return ref_fp8_gemm(a, a_scale, b, b_scale, c, float(beta), out_dtype)
+    return ref_fp8_gemm(a, a_scale_t[:, :m].T, b, b_scale, c, float(beta), out_dtype)
 
   def call(*ops, **attrs):
     if target == "jax_sm100_gemm":

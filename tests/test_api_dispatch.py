@@ -154,8 +154,9 @@ def test_fp8_lowering(fake_sm90):
   calls, _ = custom_calls(jax_sm100.fp8_dot, x, w)
   assert [c[0] for c in calls] == ["jax_sm100_fp8_gemm"]
   ops = calls[0][2]
-  # a (M, K) e4m3 with K padded 200 -> 208, a_scale (M, 2), b (N, K), b_scale (1, 2)
-  assert ops[0].endswith("40x208xf8E4M3FN>") and ops[1].endswith("40x2xf32>")
+  # a (M, K) e4m3 with K padded 200 -> 208, a_scale transposed (2, round_up(M, 4)),
+  # b (N, K), b_scale (1, 2)
+  assert ops[0].endswith("40x208xf8E4M3FN>") and ops[1].endswith("2x40xf32>")
   assert ops[2].endswith("72x208xf8E4M3FN>") and ops[3].endswith("1x2xf32>")
   calls, _ = custom_calls(jax.grad(sq_loss(jax_sm100.fp8_dot), (0, 1)), x, w)
   assert [c[0] for c in calls] == ["jax_sm100_fp8_gemm"] * 3
@@ -272,7 +273,8 @@ def test_emulated_fp8_path_matches_reference(rng, emulated_kernels):
   y = jax.vmap(jax_sm100.fp8_dot, (0, None))(x, w)
   yw = jax.vmap(jax_sm100.fp8_dot)(x, ws)
   gx, gw = jax.grad(loss, (0, 1))(x, w)
-  assert {c[0] for c in emulated_kernels} == {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8"}
+  assert {c[0] for c in emulated_kernels} == {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8",
+                                              "jax_sm100_quantize_fp8_dual"}
   jax.clear_caches()
   with pytest.MonkeyPatch.context() as mp:
     mp.setenv(_backend.FORCE_REFERENCE_ENV, "1")

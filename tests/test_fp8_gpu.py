@@ -1,5 +1,5 @@
 """GPU tests of the sm_90a FP8 kernels: blockwise quantization (jax_sm100_quantize_fp8)
-and the blockwise-scaled GEMM (jax_sm100_fp8_gemm[_residual][_sfa_t]).
+and the blockwise-scaled GEMM (jax_sm100_fp8_gemm[_residual]).
 
 Every test is marked `gpu` and skipped unless the default device is an sm_90 GPU with
 the FP8 targets registered. References:
@@ -37,8 +37,6 @@ QUANT = "jax_sm100_quantize_fp8"
 DUAL = "jax_sm100_quantize_fp8_dual"
 FP8 = "jax_sm100_fp8_gemm"
 FP8_RES = "jax_sm100_fp8_gemm_residual"
-FP8_T = "jax_sm100_fp8_gemm_sfa_t"
-FP8_RES_T = "jax_sm100_fp8_gemm_residual_sfa_t"
 E4M3 = jnp.float8_e4m3fn
 
 
@@ -48,7 +46,7 @@ pytestmark = pytest.mark.gpu
 
 def test_kernel_targets_are_registered():
   # On an sm_90 GPU a build without these kernels must fail, not skip.
-  missing = {QUANT, DUAL, FP8, FP8_RES, FP8_T, FP8_RES_T} - set(reg.registered_targets())
+  missing = {QUANT, DUAL, FP8, FP8_RES} - set(reg.registered_targets())
   assert not missing, f"FFI targets not registered: {sorted(missing)}"
 
 
@@ -72,26 +70,27 @@ def ffi_quantize(x, block_rows, scale_transposed=False):
 
 
 def a_scale_t(a_scale):
-  """(M, Kb) -> the _sfa_t targets' (Kb, round_up(M, 4)) layout (pad entries 1)."""
+  """(M, Kb) -> the kernel's (Kb, round_up(M, 4)) layout (pad entries 1)."""
   m = a_scale.shape[0]
   return jnp.pad(a_scale.T, ((0, 0), (0, _cdiv(m, 4) * 4 - m)), constant_values=1.0)
 
 
-def ffi_fp8(a, sa, b, sb, *, sfa_t=False, c=None, beta=0.0, poison=False):
-  """d = (a*sa) @ (b*sb)^T (+ beta c). poison: residual target with beta 0 and C = NaN
-  aliased to d, so unwritten elements of d stay NaN."""
+def ffi_fp8(a, sa, b, sb, *, c=None, beta=0.0, poison=False):
+  """d = (a*sa) @ (b*sb)^T (+ beta c), sa (M, Kb) passed to the kernel transposed.
+  poison: residual target with beta 0 and C = NaN aliased to d, so unwritten elements of
+  d stay NaN."""
   m, n = a.shape[0], b.shape[0]
   out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
-  sa_arg = a_scale_t(sa) if sfa_t else sa
+  sa_arg = a_scale_t(sa)
   if poison:
     assert c is None
     nan_c = jnp.full((m, n), jnp.nan, jnp.bfloat16)
-    f = jax.ffi.ffi_call(FP8_RES_T if sfa_t else FP8_RES, out, input_output_aliases={4: 0})
+    f = jax.ffi.ffi_call(FP8_RES, out, input_output_aliases={4: 0})
     return jax.jit(lambda *o: f(*o, beta=np.float32(0.0)), donate_argnums=4)(
         a, sa_arg, b, sb, nan_c)
   if c is None:
-    return jax.jit(jax.ffi.ffi_call(FP8_T if sfa_t else FP8, out))(a, sa_arg, b, sb)
-  f = jax.ffi.ffi_call(FP8_RES_T if sfa_t else FP8_RES, out)
+    return jax.jit(jax.ffi.ffi_call(FP8, out))(a, sa_arg, b, sb)
+  f = jax.ffi.ffi_call(FP8_RES, out)
   return jax.jit(lambda *o: f(*o, beta=np.float32(beta)))(a, sa_arg, b, sb, c)
 
 
@@ -164,12 +163,6 @@ VARIANTS = {"c1": ("1", "0", "0"), "c1_overlap": ("1", "1", "0"), "c2_multicast"
             "c4_overlap": ("4", "1", "0")}
 
 
-# (variant, a's scales transposed for the TMA targets): the default variant with both
-# scale layouts, the others with one.
-COMBOS = [("c1_overlap", False), ("c1_overlap", True), ("c1", True), ("c2_multicast", False),
-          ("c1_ordered", False), ("c1_overlap_ordered", True), ("c2_overlap", False),
-          ("c2_overlap", True), ("c4_multicast", True), ("c4_overlap", False)]
-COMBO_IDS = [f"{v}-{'sfa_tma' if t else 'sfa_async'}" for v, t in COMBOS]
 
 
 def set_variant(monkeypatch, name):
@@ -179,18 +172,18 @@ def set_variant(monkeypatch, name):
   monkeypatch.setenv("JAX_SM100_FP8_ORDERED", ordered)
 
 
-@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("m,n,k", SHAPES)
-def test_fp8_gemm_random(rng, monkeypatch, m, n, k, sfa_t, variant):
+def test_fp8_gemm_random(rng, monkeypatch, m, n, k, variant):
   set_variant(monkeypatch, variant)
   a, sa, b, sb = make_operands(rng, m, n, k)
-  got = ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, poison=True)
+  got = ffi_fp8(a, sa, b, sb, poison=True)
   check(got, reference(a, sa, b, sb), f"{m}x{n}x{k}")
 
 
-@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("block_n", ["64", "128", "192"])
-def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t, variant):
+def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, variant):
   """Each tile width and kernel variant (192 has no overlapped form: it falls back to
   plain promotion); 192 makes N
   tiles straddle two 128-column scale blocks (tiles starting at column 192j cover
@@ -203,20 +196,18 @@ def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, sfa_t, variant):
   a, sa, b, sb = make_operands(rng, m, n, k)
   # Distinct b scales per 128-row block make a wrong per-column choice visible.
   sb = sb * jnp.asarray((2.0 ** np.arange(sb.shape[0]))[:, None], jnp.float32)
-  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, poison=True), reference(a, sa, b, sb),
+  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb),
         f"BLOCK_N={block_n}")
 
 
-@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
-def test_fp8_gemm_scales_span_orders_of_magnitude(rng, sfa_t):
+def test_fp8_gemm_scales_span_orders_of_magnitude(rng):
   a, sa, b, sb = make_operands(rng, 384, 640, 1024, row_spread=3.0)
-  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t), reference(a, sa, b, sb), "row spread 1e+-3")
+  check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "row spread 1e+-3")
 
 
-@pytest.mark.parametrize("sfa_t", [False, True], ids=["sfa_async", "sfa_tma"])
-def test_fp8_gemm_outliers(rng, sfa_t):
+def test_fp8_gemm_outliers(rng):
   a, sa, b, sb = make_operands(rng, 256, 384, 2048, outliers=1e-3)
-  check(ffi_fp8(a, sa, b, sb, sfa_t=sfa_t), reference(a, sa, b, sb), "outliers")
+  check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "outliers")
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -232,14 +223,14 @@ def test_fp8_promotion_is_per_k_block(rng, monkeypatch, variant):
   check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "alternating K-block scales")
 
 
-@pytest.mark.parametrize("variant,sfa_t", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("beta", [1.0, -0.5])
-def test_fp8_gemm_residual(rng, monkeypatch, beta, sfa_t, variant):
+def test_fp8_gemm_residual(rng, monkeypatch, beta, variant):
   set_variant(monkeypatch, variant)
   m, n, k = 330, 392, 512
   a, sa, b, sb = make_operands(rng, m, n, k)
   c = jnp.asarray(rng.standard_normal((m, n)).astype(np.float32) * 8).astype(jnp.bfloat16)
-  got = ffi_fp8(a, sa, b, sb, sfa_t=sfa_t, c=c, beta=beta)
+  got = ffi_fp8(a, sa, b, sb, c=c, beta=beta)
   check(got, reference(a, sa, b, sb, c, beta), f"residual beta={beta}")
 
 
@@ -253,10 +244,8 @@ def test_fp8_gemm_residual_beta0_ignores_nan_c(rng):
 
 def test_fp8_gemm_rejects_bad_layouts(rng):
   a, sa, b, sb = make_operands(rng, 64, 128, 256)
-  with pytest.raises(Exception, match="a_scale"):
-    ffi_fp8(a, sa.T, b, sb).block_until_ready()  # (Kb, M) to the (M, Kb) target
-  with pytest.raises(Exception, match="transposed"):
-    jax.ffi.ffi_call(FP8_T, jax.ShapeDtypeStruct((64, 128), jnp.bfloat16))(
+  with pytest.raises(Exception, match="transposed"):  # (M, Kb) given, (Kb, Mp) needed
+    jax.ffi.ffi_call(FP8, jax.ShapeDtypeStruct((64, 128), jnp.bfloat16))(
         a, sa, b, sb).block_until_ready()
 
 
@@ -475,11 +464,10 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
     sa = jnp.ones((m, 3), jnp.float32); sb = jnp.ones((2, 3), jnp.float32)
     c = jnp.ones((m, n), jnp.bfloat16)
     out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
-    jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sa, b, sb).block_until_ready()
-    jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
-        a, sa, b, sb, c, beta=np.float32(0.5)).block_until_ready()
     sat = jnp.pad(sa.T, ((0, 0), (0, 2)))
-    jax.ffi.ffi_call("jax_sm100_fp8_gemm_sfa_t", out)(a, sat, b, sb).block_until_ready()
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sat, b, sb).block_until_ready()
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
+        a, sat, b, sb, c, beta=np.float32(0.5)).block_until_ready()
     print("SANITIZER_SCRIPT_DONE")
 """)
 

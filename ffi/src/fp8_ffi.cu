@@ -1,18 +1,18 @@
 // XLA FFI handlers for the sm_90a blockwise-scaled FP8 GEMM:
 //
-//   "jax_sm100_fp8_gemm":          a (M, K) f8e4m3fn, a_scale (M, ceil(K/128)) f32,
+//   "jax_sm100_fp8_gemm":          a (M, K) f8e4m3fn,
+//                                  a_scale_t (ceil(K/128), round_up(M, 4)) f32: a's 1x128
+//                                    scales TRANSPOSED (K-block major, rows 16-byte aligned;
+//                                    pad entries ignored), so one TMA box brings a stage's
+//                                    BLOCK_M scales in the stage's single transaction,
 //                                  b (N, K) f8e4m3fn, b_scale (ceil(N/128), ceil(K/128)) f32
 //                                  -> d (M, N) bf16
 //   "jax_sm100_fp8_gemm_residual": the same + c (M, N) bf16, attribute beta (f32):
 //                                  d = ... + beta * c  (beta == 0: c is not read)
-//   "jax_sm100_fp8_gemm_sfa_t", "jax_sm100_fp8_gemm_residual_sfa_t": the same, but a's
-//                                  scales TRANSPOSED: a_scale_t (ceil(K/128), round_up(M, 4))
-//                                  (K-block major, rows 16-byte aligned), so one TMA box
-//                                  brings a stage's BLOCK_M scales in the stage's single
-//                                  transaction (jax_sm100_quantize_fp8 with
-//                                  scale_transposed=1 writes this layout directly).
-// The documented (M, ceil(K/128)) layout has rows strided by ceil(K/128) floats, which no
-// TMA box fits in general; its targets copy A's scales with cp.async instead.
+// The op's documented a_scale layout (M, ceil(K/128)) has rows strided by ceil(K/128)
+// floats, which no TMA box fits; the Python layer transposes it (or the quantizer writes
+// the transposed layout directly). An earlier cp.async path for the documented layout was
+// slower on every measured shape (H200, 2026-11-22) and is gone.
 // Requirements (TMA: 16-byte aligned row strides): K % 16 == 0, N % 8 == 0; K <= 65536.
 // Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
 // allocation, no synchronisation.
@@ -101,7 +101,7 @@ bool pick_ordered() {
 
 struct Operands {
   const void* a;
-  const float* a_scale;  // (M, Kb) or transposed (Kb, Mp), per target
+  const float* a_scale_t;  // (Kb, Mp)
   const void* b;
   const float* b_scale;
   const void* c;  // residual only
@@ -110,10 +110,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER, bool OVERLAP = false,
-          bool ORDERED = false>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, bool ORDERED = false>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, SFA, CLUSTER, OVERLAP, ORDERED>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, ORDERED>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -134,10 +133,9 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   if (err.empty())
     err = encode_2d(&map_b, o.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.n, o.k, Cfg::BLOCK_K,
                     Cfg::BLOCK_N / Cfg::kClusterM, CU_TENSOR_MAP_SWIZZLE_128B);
-  if (err.empty() && Cfg::kScaleATma)
-    err = encode_2d(&map_sfa, o.a_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
+  if (err.empty())
+    err = encode_2d(&map_sfa, o.a_scale_t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
                     o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
-  if (!Cfg::kScaleATma) map_sfa = map_a;  // unused by the kernel
   if (err.empty())
     err = encode_2d(&map_d, o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m, o.n * 2,
                     Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -155,7 +153,6 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.num_m_tiles = static_cast<int>((o.m + Cfg::BLOCK_M - 1) / Cfg::BLOCK_M);
   p.num_n_tiles = static_cast<int>((o.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N);
   p.b_scale = o.b_scale;
-  p.a_scale = o.a_scale;
   p.beta = o.beta;
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
@@ -217,33 +214,33 @@ bool device_is_sm90() {
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
 /// then). The 2x2 cluster is instantiated at BLOCK_N 128 only; the ordered issue
 /// (an experiment) for cluster 1, non-residual only.
-template <bool RESIDUAL, fp8::ScaleALoad SFA, int CLUSTER>
+template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bn, bool overlap) {
   if constexpr (CLUSTER == 4) {
-    if (overlap) return launch<128, RESIDUAL, SFA, 4, true>(stream, o);
-    return launch<128, RESIDUAL, SFA, 4>(stream, o);
+    if (overlap) return launch<128, RESIDUAL, 4, true>(stream, o);
+    return launch<128, RESIDUAL, 4>(stream, o);
   } else {
     if constexpr (!RESIDUAL && CLUSTER == 1) {
       if (pick_ordered() && bn != 64) {
-        if (bn == 192) return launch<192, RESIDUAL, SFA, 1, false, true>(stream, o);
-        if (overlap) return launch<128, RESIDUAL, SFA, 1, true, true>(stream, o);
-        return launch<128, RESIDUAL, SFA, 1, false, true>(stream, o);
+        if (bn == 192) return launch<192, RESIDUAL, 1, false, true>(stream, o);
+        if (overlap) return launch<128, RESIDUAL, 1, true, true>(stream, o);
+        return launch<128, RESIDUAL, 1, false, true>(stream, o);
       }
     }
     if (bn == 192) {
       if constexpr (RESIDUAL) bn = 128;
-      else return launch<192, RESIDUAL, SFA, CLUSTER>(stream, o);
+      else return launch<192, RESIDUAL, CLUSTER>(stream, o);
     }
     if (overlap) {
-      if (bn == 64) return launch<64, RESIDUAL, SFA, CLUSTER, true>(stream, o);
-      return launch<128, RESIDUAL, SFA, CLUSTER, true>(stream, o);
+      if (bn == 64) return launch<64, RESIDUAL, CLUSTER, true>(stream, o);
+      return launch<128, RESIDUAL, CLUSTER, true>(stream, o);
     }
-    if (bn == 64) return launch<64, RESIDUAL, SFA, CLUSTER>(stream, o);
-    return launch<128, RESIDUAL, SFA, CLUSTER>(stream, o);
+    if (bn == 64) return launch<64, RESIDUAL, CLUSTER>(stream, o);
+    return launch<128, RESIDUAL, CLUSTER>(stream, o);
   }
 }
 
-template <bool RESIDUAL, fp8::ScaleALoad SFA>
+template <bool RESIDUAL>
 ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
     return ffi::Error::InvalidArgument(
@@ -251,9 +248,9 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   const int bn = pick_block_n(o.m, o.n);
   const bool overlap = pick_overlap();
   switch (pick_cluster(o.m, o.n)) {
-    case 4: return dispatch_cluster<RESIDUAL, SFA, 4>(stream, o, bn, overlap);
-    case 2: return dispatch_cluster<RESIDUAL, SFA, 2>(stream, o, bn, overlap);
-    default: return dispatch_cluster<RESIDUAL, SFA, 1>(stream, o, bn, overlap);
+    case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bn, overlap);
+    case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bn, overlap);
+    default: return dispatch_cluster<RESIDUAL, 1>(stream, o, bn, overlap);
   }
 }
 
@@ -263,9 +260,9 @@ std::string dims_str(ffi::AnyBuffer::Dimensions d) {
   return s + ")";
 }
 
-/// Shape/dtype validation shared by all targets; fills `o`. sfa_t: a's scales transposed.
+/// Shape/dtype validation shared by both targets; fills `o`.
 ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b,
-                    ffi::AnyBuffer b_scale, ffi::AnyBuffer::Dimensions dd, bool sfa_t,
+                    ffi::AnyBuffer b_scale, ffi::AnyBuffer::Dimensions dd,
                     Operands& o) {
   if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
     return ffi::Error::InvalidArgument("fp8_gemm: a and b must be float8_e4m3fn");
@@ -281,15 +278,11 @@ ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b
   o.mp = (o.m + 3) / 4 * 4;
   const int64_t kb = (o.k + 127) / 128, nb = (o.n + 127) / 128;
   auto sad = a_scale_t.dimensions(), sbd = b_scale.dimensions();
-  if (sfa_t && (sad.size() != 2 || sad[0] != kb || sad[1] != o.mp))
+  if (sad.size() != 2 || sad[0] != kb || sad[1] != o.mp)
     return ffi::Error::InvalidArgument(
-        "fp8_gemm (_sfa_t target): a_scale must be given transposed and padded, shape "
+        "fp8_gemm: a_scale must be given transposed and padded, shape "
         "(ceil(K/128), round_up(M, 4)) = (" + std::to_string(kb) + ", " + std::to_string(o.mp) +
         "); got " + dims_str(sad));
-  if (!sfa_t && (sad.size() != 2 || sad[0] != o.m || sad[1] != kb))
-    return ffi::Error::InvalidArgument("fp8_gemm: a_scale must have shape (M, ceil(K/128)) = (" +
-                                       std::to_string(o.m) + ", " + std::to_string(kb) + "); got " +
-                                       dims_str(sad));
   if (sbd.size() != 2 || sbd[0] != nb || sbd[1] != kb)
     return ffi::Error::InvalidArgument("fp8_gemm: b_scale must have shape (ceil(N/128), ceil(K/128)) = (" +
                                        std::to_string(nb) + ", " + std::to_string(kb) + "); got " +
@@ -305,7 +298,7 @@ ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b
   if (o.m > INT32_MAX / 2 || o.n > INT32_MAX / 2)
     return ffi::Error::InvalidArgument("fp8_gemm: M and N must fit in int32");
   o.a = a.untyped_data();
-  o.a_scale = static_cast<const float*>(a_scale_t.untyped_data());
+  o.a_scale_t = static_cast<const float*>(a_scale_t.untyped_data());
   o.b = b.untyped_data();
   o.b_scale = static_cast<const float*>(b_scale.untyped_data());
   o.c = nullptr;
@@ -313,13 +306,11 @@ ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b
   return ffi::Error::Success();
 }
 
-template <fp8::ScaleALoad SFA>
 ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                          ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
                          ffi::Result<ffi::Buffer<ffi::BF16>> d) {
   Operands o;
-  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(),
-                            SFA == fp8::ScaleALoad::kTma, o);
+  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(), o);
   if (err.failure()) return err;
   o.d = d->untyped_data();
   if (o.m == 0 || o.n == 0) return ffi::Error::Success();
@@ -328,17 +319,15 @@ ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a
     return e == cudaSuccess ? ffi::Error::Success()
                             : ffi::Error::Internal(cudaGetErrorString(e));
   }
-  return dispatch<false, SFA>(stream, o);
+  return dispatch<false>(stream, o);
 }
 
-template <fp8::ScaleALoad SFA>
 ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                                   ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
                                   ffi::Buffer<ffi::BF16> c, float beta,
                                   ffi::Result<ffi::Buffer<ffi::BF16>> d) {
   Operands o;
-  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(),
-                            SFA == fp8::ScaleALoad::kTma, o);
+  ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(), o);
   if (err.failure()) return err;
   auto cd = c.dimensions();
   if (cd.size() != 2 || cd[0] != o.m || cd[1] != o.n)
@@ -350,8 +339,8 @@ ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::An
   if (o.k == 0)
     return ffi::Error::InvalidArgument("fp8_gemm_residual: K must be positive");
   // beta == 0: C is not read at all (a NaN in C must not leak into D).
-  if (beta == 0.0f) return dispatch<false, SFA>(stream, o);
-  return dispatch<true, SFA>(stream, o);
+  if (beta == 0.0f) return dispatch<false>(stream, o);
+  return dispatch<true>(stream, o);
 }
 
 }  // namespace
@@ -366,15 +355,9 @@ ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::An
 #define JAX_SM100_FP8_RESIDUAL_BINDING                  \
   JAX_SM100_FP8_BINDING.Arg<ffi::Buffer<ffi::BF16>>().Attr<float>("beta")
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl<fp8::ScaleALoad::kAsync>,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl,
                               JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl<fp8::ScaleALoad::kAsync>,
-                              JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmSfaT, fp8_gemm_impl<fp8::ScaleALoad::kTma>,
-                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidualSfaT, fp8_gemm_residual_impl<fp8::ScaleALoad::kTma>,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl,
                               JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});

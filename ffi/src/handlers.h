@@ -14,7 +14,5 @@ XLA_FFI_Error* JaxSm100Gemm(XLA_FFI_CallFrame* call_frame);          // gemm_ffi
 XLA_FFI_Error* JaxSm100GemmResidual(XLA_FFI_CallFrame* call_frame);  // gemm_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8Gemm(XLA_FFI_CallFrame* call_frame);          // fp8_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8GemmResidual(XLA_FFI_CallFrame* call_frame);  // fp8_ffi.cu
-XLA_FFI_Error* JaxSm100Fp8GemmSfaT(XLA_FFI_CallFrame* call_frame);          // fp8_ffi.cu
-XLA_FFI_Error* JaxSm100Fp8GemmResidualSfaT(XLA_FFI_CallFrame* call_frame);  // fp8_ffi.cu
 }
 #endif

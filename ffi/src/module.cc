@@ -53,8 +53,6 @@ NB_MODULE(_ffi, m) {
         targets["jax_sm100_gemm_residual"] = handler_capsule(&JaxSm100GemmResidual);
         targets["jax_sm100_fp8_gemm"] = handler_capsule(&JaxSm100Fp8Gemm);
         targets["jax_sm100_fp8_gemm_residual"] = handler_capsule(&JaxSm100Fp8GemmResidual);
-        targets["jax_sm100_fp8_gemm_sfa_t"] = handler_capsule(&JaxSm100Fp8GemmSfaT);
-        targets["jax_sm100_fp8_gemm_residual_sfa_t"] = handler_capsule(&JaxSm100Fp8GemmResidualSfaT);
 #endif
         return targets;
       },

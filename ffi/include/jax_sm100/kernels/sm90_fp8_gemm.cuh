@@ -4,9 +4,9 @@
 //   D (M, N) bf16 = sum_kb  diag(a_scale[:, kb]) (A[:, kb] @ B[:, kb]^T) b_scale[nb(n), kb]
 //                   (+ beta * C)
 //
-//   A (M, K) e4m3 row-major (K-major), a_scale in 1x128 blocks along K: either transposed
-//     (ceil(K/128), Mp) f32, Mp = round_up(M, 4), so one TMA box brings BLOCK_M scales
-//     (ScaleALoad::kTma), or as (M, ceil(K/128)) copied by cp.async (ScaleALoad::kAsync);
+//   A (M, K) e4m3 row-major (K-major), a_scale in 1x128 blocks along K, transposed:
+//     (ceil(K/128), Mp) f32, Mp = round_up(M, 4), so one TMA box brings a stage's BLOCK_M
+//     scales in the stage's transaction;
 //   B (N, K) e4m3 row-major (K-major), b_scale (ceil(N/128), ceil(K/128)) f32 per 128x128;
 //   C, D (M, N) bf16 row-major.
 //
@@ -18,8 +18,7 @@
 //            required, not an optimisation. Epilogue: bf16 into 128B-swizzled smem, TMA
 //            store (each WG its own 64 rows, so the two WGs never wait on each other).
 //   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
-//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes with
-//            kTma; with kAsync the scales' cp.async arrivals join the same full barrier);
+//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes);
 //            warp 1 (residual only): epilogue-load warp streaming C through one
 //            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
 //   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
@@ -53,25 +52,16 @@ constexpr int kMaxKBlocks = 512;
 /// Largest dynamic shared memory of one CTA on sm_90 (227 KB).
 constexpr uint32_t kSmemLimit = 232448;
 
-/// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-/// How A's 1x128 scales reach the stage:
-///   kTma:   from the transposed layout (ceil(K/128), round_up(M, 4)): one TMA box of
-///           BLOCK_M floats, counted in the stage's single expect_bytes transaction;
-///   kAsync: from the op's documented layout (M, ceil(K/128)) (rows strided, so no TMA
-///           box fits): the producer warp's 32 lanes issue 4-byte cp.async copies and
-///           signal the same full barrier with cp.async.mbarrier.arrive.noinc (33 arrivals:
-///           the TMA thread's expect_tx + 32 lanes).
-enum class ScaleALoad { kTma, kAsync };
 
-template <int BLOCK_N_, bool RESIDUAL_, ScaleALoad SCALE_A_ = ScaleALoad::kTma, int CLUSTER_ = 1,
-          bool OVERLAP_ = false, bool ORDERED_ = false>
+/// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false,
+          bool ORDERED_ = false>
 struct Fp8GemmConfig {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
   static constexpr int kScaleBlock = 128;
   static constexpr bool kResidual = RESIDUAL_;
-  static constexpr bool kScaleATma = SCALE_A_ == ScaleALoad::kTma;
   // CTAs per cluster: 1; 2 = 2 along M; 4 = 2 along M x 2 along N. CTAs along M share
   // their N tile: each loads 1/kClusterM of B and multicasts it to the others (B's
   // L2->SM traffic / kClusterM). CTAs along N share their M tile and split A likewise.
@@ -154,7 +144,6 @@ struct Fp8GemmParams {
   int num_nb;               // ceil(N / 128): rows of b_scale
   int num_m_tiles, num_n_tiles;
   const float* b_scale;     // (num_nb, num_kb) row-major
-  const float* a_scale;     // (M, num_kb) row-major; ScaleALoad::kAsync only
   float beta;               // residual only
 };
 
@@ -212,19 +201,7 @@ struct IssueToken {
   }
 };
 
-/// 4-byte cp.async global -> shared; src_bytes 0 writes zero (rows past M).
-__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, uint32_t src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(ptx::smem_addr(smem_dst)),
-               "l"(gmem_src), "r"(src_bytes)
-               : "memory");
-}
 
-/// Arrive on `bar` once this thread's earlier cp.async copies have landed (the barrier's
-/// expected count includes this arrival: .noinc).
-__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(ptx::smem_addr(bar))
-               : "memory");
-}
 
 /// B tile of K block kb, N tile nt. With CTAs along M (cluster rank = rank_n *
 /// kClusterM + rank_m): this CTA loads rows [rank_m*BN/kClusterM, +BN/kClusterM) and
@@ -282,8 +259,8 @@ __device__ __forceinline__ void release_input_stage(Stage& stage, int lane) {
   release_input_barrier<Cfg>(stage.mbar(), lane);
 }
 
-/// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales. One lane
-/// issues the TMA loads; with ScaleALoad::kAsync all 32 lanes copy A's scales.
+/// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales, all by TMA
+/// in one transaction, issued by one lane.
 template <class Cfg>
 __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
                                               const CUtensorMap* map_b, const CUtensorMap* map_sfa,
@@ -296,28 +273,11 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
     for (int kb = 0; kb < p.num_kb; ++kb) {
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
-      if constexpr (Cfg::kScaleATma) {
-        if (lane == 0) {
-          stage.expect_bytes();  // one transaction: A + B + A-scales
-          load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
-          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
-          ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
-        }
-      } else {
-        if (lane == 0) {
-          stage.mbar()->arrive_expect_tx(Cfg::Tiles::a_bytes + Cfg::Tiles::b_bytes);
-          load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
-          load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
-        }
-        float* sfa = stage.sfa_tile();
-#pragma unroll
-        for (int i = 0; i < Cfg::BLOCK_M / 32; ++i) {
-          const int row = static_cast<int>(lane) + 32 * i;
-          const int gm = mt * Cfg::BLOCK_M + row;
-          const bool in = gm < p.m;
-          cp_async_4(sfa + row, p.a_scale + int64_t(in ? gm : 0) * p.num_kb + kb, in ? 4u : 0u);
-        }
-        cp_async_mbarrier_arrive_noinc(bar);
+      if (lane == 0) {
+        stage.expect_bytes();  // one transaction: A + B + A-scales
+        load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
+        load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
+        ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
       }
       std::move(stage).release();
     }
@@ -613,18 +573,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   order.stride = gridDim.x / Cfg::kCluster;
 
   if (threadIdx.x == Cfg::kMathThreads) {
-    // full: 1 arrival (the producer's expect_bytes) + TMA bytes (+ 32 cp.async arrivals);
+    // full: 1 arrival (the producer's expect_bytes) + TMA bytes;
     // empty: one lane per math warp of every CTA in the cluster.
-    pipe.init_barriers(Cfg::kScaleATma ? 1 : 33, Cfg::kMathWGs * 4 * Cfg::kCluster);
+    pipe.init_barriers(1, Cfg::kMathWGs * 4 * Cfg::kCluster);
     if constexpr (Cfg::kResidual) {
       for (int w = 0; w < Cfg::kMathWGs; ++w) typename Cfg::EpiPipe(smem->epi_bars[w]).init_barriers(1, 128);
     }
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
-    if constexpr (Cfg::kScaleATma) ptx::tma_prefetch_descriptor(&map_sfa);
+    ptx::tma_prefetch_descriptor(&map_sfa);
     ptx::tma_prefetch_descriptor(&map_d);
     if constexpr (Cfg::kResidual) ptx::tma_prefetch_descriptor(&map_c);
-    if constexpr (!Cfg::kScaleATma) (void)map_sfa;
   }
   // Barrier init must be visible to the peer CTA (remote arrivals, multicast tx) too.
   if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
