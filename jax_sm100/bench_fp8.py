@@ -11,9 +11,17 @@ Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^
   cublas_tensor   cuBLASLt per-tensor FP8 (torch._scaled_mm with scalar scales)
   xla_bf16        XLA jnp.dot in bf16
   ours_bf16       jax_sm100.matmul in bf16 (if its kernel is registered)
-Each JAX op is timed inside one jitted function over several distinct input sets (so
-dispatch and L2 reuse stay out); torch ops with CUDA events over the same rotation.
-Median of repeats. Inputs are random (never zeros).
+Two timings of every op, over several distinct input sets (so L2 reuse stays out):
+  *_gpu      GPU time: the summed durations of the kernels the op launches, recorded by
+             CUPTI through torch.profiler, which sees every kernel of the process (XLA's,
+             ours, cuBLASLt's). The same method for every column, free of host work
+             between ops: the figure the targets are judged on. Needs torch.
+  (plain)    wall time per call: JAX ops in one jitted function over the sets, per-call
+             time = (all sets - first two) / (sets - 2), median of repeats; torch ops with
+             CUDA events over the same rotation. Includes XLA's host-side gaps between
+             ops (measured 13-22 us per op on an H200), which CUDA events around torch
+             launches do not see: this column favours torch on short ops.
+Inputs are random (never zeros).
 
 Also: quantization bandwidth (jax_sm100_quantize_fp8, 1x128 and 128x128, bf16 input)
 against a measured device copy, and the XLA-compiled reference quantizer; and the dual
@@ -96,6 +104,41 @@ def time_torch(torch, fn, sets, reps):
     end.synchronize()
     times.append(start.elapsed_time(end) * 1e-3 / len(sets))
   return statistics.median(times)
+
+
+def _cupti_total_us(torch, run_all, reps):
+  """Summed duration (us) of every kernel and device memcpy/memset that `reps` calls of
+  run_all() put on the GPU, recorded by CUPTI through torch.profiler. CUPTI sees every
+  kernel of the process, whoever launched it (XLA, our FFI handlers, cuBLASLt)."""
+  import tempfile
+  from torch.profiler import ProfilerActivity, profile
+  run_all()  # compile / warm up outside the window
+  torch.cuda.synchronize()
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    for _ in range(reps):
+      run_all()
+    torch.cuda.synchronize()
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "trace.json")
+    prof.export_chrome_trace(path)
+    with open(path) as fh:
+      events = json.load(fh)["traceEvents"]
+  return sum(float(e["dur"]) for e in events
+             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e)
+
+
+def gpu_time_jax(torch, fn, sets, reps=3):
+  """GPU seconds per call of fn(*set) (one jit over all sets, as time_jax), from the
+  kernels' own durations: host-side gaps between the ops do not count."""
+  many = jax.jit(lambda ss: [fn(*s) for s in ss])
+  us = _cupti_total_us(torch, lambda: jax.block_until_ready(many(sets)), reps)
+  return us * 1e-6 / (reps * len(sets))
+
+
+def gpu_time_torch(torch, fn, sets, reps=3):
+  """GPU seconds per call of a torch op, from the kernels' own durations."""
+  us = _cupti_total_us(torch, lambda: [fn(*s) for s in sets], reps)
+  return us * 1e-6 / (reps * len(sets))
 
 
 def quantized_sets(m, n, k, n_sets, seed=0):
@@ -225,8 +268,10 @@ def bench_gemm(shapes, reps, log):
     ns = n_sets_for(m, n, k)
     sets = quantized_sets(m, n, k, ns)
     row = {"shape": [m, n, k]}
-    t = time_jax(lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps)
-    row["ours"] = flops / t / 1e12
+    ours = lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb)  # noqa: E731
+    row["ours"] = flops / time_jax(ours, sets, reps) / 1e12
+    if torch is not None:
+      row["ours_gpu"] = flops / gpu_time_jax(torch, ours, sets) / 1e12
     # Correctness spot check of what we time (first set; 64 rows x 1024 columns vs float64).
     a, sa, b, sb = sets[0]
     nn = min(n, 1024)
@@ -240,17 +285,22 @@ def bench_gemm(shapes, reps, log):
       out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
       call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
       tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
-      row["ours_kernel"] = flops / time_jax(lambda a, st, b, sb: call(a, st, b, sb), tsets, reps) / 1e12
+      kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+      row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
+      if torch is not None:
+        row["ours_kernel_gpu"] = flops / gpu_time_jax(torch, kern, tsets) / 1e12
     if torch is not None:
       tsets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
                 _to_torch(torch, b).t(), _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
       if blk_fn is not None:
         row["cublas_block"] = flops / time_torch(torch, blk_fn, tsets, reps) / 1e12
+        row["cublas_block_gpu"] = flops / gpu_time_torch(torch, blk_fn, tsets) / 1e12
       one = torch.ones((), device="cuda", dtype=torch.float32)
       try:
-        row["cublas_tensor"] = flops / time_torch(
-            torch, lambda a, sa, bt, sb: torch._scaled_mm(a, bt, one, one, out_dtype=torch.bfloat16),
-            tsets, reps) / 1e12
+        per_tensor = lambda a, sa, bt, sb: torch._scaled_mm(  # noqa: E731
+            a, bt, one, one, out_dtype=torch.bfloat16)
+        row["cublas_tensor"] = flops / time_torch(torch, per_tensor, tsets, reps) / 1e12
+        row["cublas_tensor_gpu"] = flops / gpu_time_torch(torch, per_tensor, tsets) / 1e12
       except Exception as e:  # noqa: BLE001
         log(f"  per-tensor torch._scaled_mm failed: {e}")
       del tsets
@@ -262,9 +312,14 @@ def bench_gemm(shapes, reps, log):
       bsets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
                     jax.random.normal(k2, (k, n), jnp.bfloat16)))
     row["xla_bf16"] = flops / time_jax(lambda x, w: jnp.dot(x, w), bsets, reps) / 1e12
+    if torch is not None:
+      row["xla_bf16_gpu"] = flops / gpu_time_jax(torch, lambda x, w: jnp.dot(x, w), bsets) / 1e12
     if have_bf16:
       try:
         row["ours_bf16"] = flops / time_jax(lambda x, w: jax_sm100.matmul(x, w), bsets, reps) / 1e12
+        if torch is not None:
+          row["ours_bf16_gpu"] = flops / gpu_time_jax(
+              torch, lambda x, w: jax_sm100.matmul(x, w), bsets) / 1e12
       except Exception as e:  # noqa: BLE001
         log(f"  jax_sm100.matmul failed: {e}")
     del sets, bsets
@@ -326,25 +381,32 @@ def bench_quant(reps, log, quick):
     xs = [jax.random.normal(k, (r, c), jnp.bfloat16) for k in jax.random.split(key, N_SETS)]
     row = {"shape": [r, c]}
     # Device copy: read + write of the same bytes (XLA elementwise op and torch memcpy).
-    t = time_jax(lambda x: x + jnp.bfloat16(1), [(x,) for x in xs], reps)
-    row["copy_xla_GBps"] = 2 * r * c * 2 / t / 1e9
+    sets = [(x,) for x in xs]
+    copy_bytes = 2 * r * c * 2
+    add_one = lambda x: x + jnp.bfloat16(1)  # noqa: E731
+    row["copy_xla_GBps"] = copy_bytes / time_jax(add_one, sets, reps) / 1e9
     if torch is not None:
+      row["copy_xla_gpu_GBps"] = copy_bytes / gpu_time_jax(torch, add_one, sets) / 1e9
       tx = [torch.randn(r, c, device="cuda", dtype=torch.bfloat16) for _ in range(N_SETS)]
       ty = [torch.empty_like(v) for v in tx]
-      row["copy_torch_GBps"] = 2 * r * c * 2 / time_torch(
-          torch, lambda a, b: b.copy_(a), list(zip(tx, ty)), reps) / 1e9
+      tcopy = lambda a, b: b.copy_(a)  # noqa: E731
+      row["copy_torch_GBps"] = copy_bytes / time_torch(torch, tcopy, list(zip(tx, ty)), reps) / 1e9
+      row["copy_torch_gpu_GBps"] = copy_bytes / gpu_time_torch(torch, tcopy, list(zip(tx, ty))) / 1e9
       del tx, ty
     copy_bw = max(row.get("copy_xla_GBps", 0), row.get("copy_torch_GBps", 0))
+    copy_gpu = max(row.get("copy_xla_gpu_GBps", 0), row.get("copy_torch_gpu_GBps", 0))
     for br in (1, 128):
       sshape = (r, _cdiv(c, 128)) if br == 1 else (_cdiv(r, 128), _cdiv(c, 128))
       call = jax.ffi.ffi_call(reg.QUANTIZE_FP8,
                               (jax.ShapeDtypeStruct((r, c), E4M3),
                                jax.ShapeDtypeStruct(sshape, jnp.float32)))
       nbytes = r * c * 2 + r * c + 4 * math.prod(sshape)
-      t = time_jax(lambda x: call(x, block_rows=np.int32(br), scale_transposed=np.int32(0)),
-                   [(x,) for x in xs], reps)
-      row[f"ours_{br}_GBps"] = nbytes / t / 1e9
+      quant = lambda x: call(x, block_rows=np.int32(br), scale_transposed=np.int32(0))  # noqa: E731
+      row[f"ours_{br}_GBps"] = nbytes / time_jax(quant, sets, reps) / 1e9
       row[f"ours_{br}_frac_of_copy"] = row[f"ours_{br}_GBps"] / copy_bw
+      if torch is not None:
+        row[f"ours_{br}_gpu_GBps"] = nbytes / gpu_time_jax(torch, quant, sets) / 1e9
+        row[f"ours_{br}_gpu_frac_of_copy"] = row[f"ours_{br}_gpu_GBps"] / copy_gpu
       t = time_jax(lambda x: _quantize(x, (br, 128), np.dtype(E4M3)), [(x,) for x in xs], reps)
       row[f"xla_ref_{br}_GBps"] = nbytes / t / 1e9
     # x and x^T in one pass (jax_sm100_quantize_fp8_dual) against what fp8_dot runs
@@ -352,9 +414,13 @@ def bench_quant(reps, log, quick):
     for tb in (1, 128):
       scale_elems = r * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
       nbytes = r * c * 2 + 2 * r * c + 4 * scale_elems
-      t = time_jax(lambda x: _quantize_dual_launch(x, tb), [(x,) for x in xs], reps)
+      dual = lambda x: _quantize_dual_launch(x, tb)  # noqa: E731
+      t = time_jax(dual, sets, reps)
       row[f"dual_{tb}_GBps"] = nbytes / t / 1e9
       row[f"dual_{tb}_frac_of_copy"] = row[f"dual_{tb}_GBps"] / copy_bw
+      if torch is not None:
+        row[f"dual_{tb}_gpu_GBps"] = nbytes / gpu_time_jax(torch, dual, sets) / 1e9
+        row[f"dual_{tb}_gpu_frac_of_copy"] = row[f"dual_{tb}_gpu_GBps"] / copy_gpu
       t_sep = time_jax(lambda x: (_quantize_launch(x, 1), _quantize_launch(x.T, tb)),
                        [(x,) for x in xs], reps)
       row[f"dual_{tb}_speedup_vs_separate"] = t_sep / t
@@ -426,11 +492,12 @@ def main(argv=None):
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
   summary = {}
-  for col in ("ours", "ours_kernel"):
-    for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
-      ratios = [r[col] / r[base] for r in large if col in r and base in r]
-      if ratios:
-        summary[f"geomean_large_{col}_over_{base}"] = _geomean(ratios)
+  for sfx in ("_gpu", ""):  # GPU (kernel) time first: the figure the targets are judged on
+    for col in ("ours", "ours_kernel"):
+      for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
+        ratios = [r[col + sfx] / r[base + sfx] for r in large if col + sfx in r and base + sfx in r]
+        if ratios:
+          summary[f"geomean_large_{col}{sfx}_over_{base}{sfx}"] = _geomean(ratios)
   result = {
       "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
       "commit": _git_commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
@@ -441,18 +508,32 @@ def main(argv=None):
     json.dump(result, f, indent=1)
   png = plot(rows, os.path.join(args.out, "bench_fp8.png"))
 
-  cols = ["ours", "ours_kernel", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"]
-  log("")
-  log(f"{'M x N x K':>20} " + " ".join(f"{c:>13}" for c in cols) + "  ours/blk  kern/blk  diff")
-  for r in rows:
-    vals = " ".join(f"{r[c]:13.1f}" if c in r else f"{'-':>13}" for c in cols)
-    rb = r.get("cublas_block")
-    ratio = f"{r['ours'] / rb:8.3f} {r.get('ours_kernel', 0) / rb:8.3f}" if rb else f"{'-':>8} {'-':>8}"
-    log(f"{'x'.join(map(str, r['shape'])):>20} {vals}  {ratio}  {r['ours_calc_diff']:.1e}")
+  for sfx, what in (("_gpu", "GPU time (CUPTI kernel durations)"),
+                    ("", "wall time per call (differential jit / CUDA events)")):
+    cols = [c + sfx for c in ("ours", "ours_kernel", "cublas_block", "cublas_tensor", "xla_bf16",
+                              "ours_bf16")]
+    if not any(cols[0] in r for r in rows):
+      continue
+    log("")
+    log(f"TFLOP/s by {what}:")
+    log(f"{'M x N x K':>20} " + " ".join(f"{c[:13]:>13}" for c in cols) + "  ours/blk  kern/blk  diff")
+    for r in rows:
+      vals = " ".join(f"{r[c]:13.1f}" if c in r else f"{'-':>13}" for c in cols)
+      rb = r.get(cols[2])
+      ratio = (f"{r[cols[0]] / rb:8.3f} {r.get(cols[1], 0) / rb:8.3f}" if rb and cols[0] in r
+               else f"{'-':>8} {'-':>8}")
+      log(f"{'x'.join(map(str, r['shape'])):>20} {vals}  {ratio}  {r['ours_calc_diff']:.1e}")
   for k, v in summary.items():
     log(f"{k}: {v:.3f}")
   for q in quant:
-    log(f"quantize {q['shape']}: 1x128 {q['ours_1_GBps']:.0f} GB/s ({q['ours_1_frac_of_copy']:.0%} of copy), "
+    if "ours_1_gpu_GBps" in q:
+      log(f"quantize {q['shape']}, GPU time: 1x128 {q['ours_1_gpu_GBps']:.0f} GB/s "
+          f"({q['ours_1_gpu_frac_of_copy']:.0%} of copy), 128x128 {q['ours_128_gpu_GBps']:.0f} GB/s "
+          f"({q['ours_128_gpu_frac_of_copy']:.0%}), dual {q['dual_1_gpu_GBps']:.0f} / "
+          f"{q['dual_128_gpu_GBps']:.0f} GB/s ({q['dual_1_gpu_frac_of_copy']:.0%} / "
+          f"{q['dual_128_gpu_frac_of_copy']:.0%}); copy {q['copy_torch_gpu_GBps']:.0f} GB/s (memcpy), "
+          f"{q['copy_xla_gpu_GBps']:.0f} GB/s (XLA x + 1)")
+    log(f"quantize {q['shape']}, wall time: 1x128 {q['ours_1_GBps']:.0f} GB/s ({q['ours_1_frac_of_copy']:.0%} of copy), "
         f"128x128 {q['ours_128_GBps']:.0f} GB/s ({q['ours_128_frac_of_copy']:.0%}); copy "
         f"{max(q.get('copy_xla_GBps', 0), q.get('copy_torch_GBps', 0)):.0f} GB/s; XLA reference "
         f"{q['xla_ref_1_GBps']:.0f} / {q['xla_ref_128_GBps']:.0f} GB/s; dual (x and x^T) "
