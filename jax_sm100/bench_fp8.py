@@ -58,6 +58,7 @@ LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 245
 SMALL = [(2048, 2048, 2048), (128, 7168, 4096), (64, 7168, 4096), (16, 4096, 7168)]
 QUICK = [(4096, 7168, 16384), (8192, 8192, 8192), (4096, 4096, 4096), (128, 7168, 4096)]
 N_SETS = 16  # distinct input sets for the quantization timing (16 x 128 MB)
+GPU_ROUNDS = 3  # round-robin rounds of the GPU-time columns; each reports its median
 E4M3 = jnp.float8_e4m3fn
 
 
@@ -268,10 +269,13 @@ def bench_gemm(shapes, reps, log):
     ns = n_sets_for(m, n, k)
     sets = quantized_sets(m, n, k, ns)
     row = {"shape": [m, n, k]}
+    # GPU-time measurements are collected here and run round-robin at the end, so clock
+    # and power drift hits every column alike (see GPU_ROUNDS).
+    gpu_cols = []
     ours = lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb)  # noqa: E731
     row["ours"] = flops / time_jax(ours, sets, reps) / 1e12
     if torch is not None:
-      row["ours_gpu"] = flops / gpu_time_jax(torch, ours, sets) / 1e12
+      gpu_cols.append(("ours_gpu", lambda: gpu_time_jax(torch, ours, sets)))
     # Correctness spot check of what we time (first set; 64 rows x 1024 columns vs float64).
     a, sa, b, sb = sets[0]
     nn = min(n, 1024)
@@ -288,23 +292,21 @@ def bench_gemm(shapes, reps, log):
       kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
-        row["ours_kernel_gpu"] = flops / gpu_time_jax(torch, kern, tsets) / 1e12
+        gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))
     if torch is not None:
-      tsets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
+      torch_sets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
                 _to_torch(torch, b).t(), _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
       if blk_fn is not None:
-        row["cublas_block"] = flops / time_torch(torch, blk_fn, tsets, reps) / 1e12
-        row["cublas_block_gpu"] = flops / gpu_time_torch(torch, blk_fn, tsets) / 1e12
+        row["cublas_block"] = flops / time_torch(torch, blk_fn, torch_sets, reps) / 1e12
+        gpu_cols.append(("cublas_block_gpu", lambda: gpu_time_torch(torch, blk_fn, torch_sets)))
       one = torch.ones((), device="cuda", dtype=torch.float32)
       try:
         per_tensor = lambda a, sa, bt, sb: torch._scaled_mm(  # noqa: E731
             a, bt, one, one, out_dtype=torch.bfloat16)
-        row["cublas_tensor"] = flops / time_torch(torch, per_tensor, tsets, reps) / 1e12
-        row["cublas_tensor_gpu"] = flops / gpu_time_torch(torch, per_tensor, tsets) / 1e12
+        row["cublas_tensor"] = flops / time_torch(torch, per_tensor, torch_sets, reps) / 1e12
+        gpu_cols.append(("cublas_tensor_gpu", lambda: gpu_time_torch(torch, per_tensor, torch_sets)))
       except Exception as e:  # noqa: BLE001
         log(f"  per-tensor torch._scaled_mm failed: {e}")
-      del tsets
-      torch.cuda.empty_cache()
     key = jax.random.PRNGKey(1)
     bsets = []
     for _ in range(ns):
@@ -313,19 +315,35 @@ def bench_gemm(shapes, reps, log):
                     jax.random.normal(k2, (k, n), jnp.bfloat16)))
     row["xla_bf16"] = flops / time_jax(lambda x, w: jnp.dot(x, w), bsets, reps) / 1e12
     if torch is not None:
-      row["xla_bf16_gpu"] = flops / gpu_time_jax(torch, lambda x, w: jnp.dot(x, w), bsets) / 1e12
+      gpu_cols.append(("xla_bf16_gpu", lambda: gpu_time_jax(torch, lambda x, w: jnp.dot(x, w), bsets)))
     if have_bf16:
       try:
         row["ours_bf16"] = flops / time_jax(lambda x, w: jax_sm100.matmul(x, w), bsets, reps) / 1e12
         if torch is not None:
-          row["ours_bf16_gpu"] = flops / gpu_time_jax(
-              torch, lambda x, w: jax_sm100.matmul(x, w), bsets) / 1e12
+          gpu_cols.append(("ours_bf16_gpu", lambda: gpu_time_jax(
+              torch, lambda x, w: jax_sm100.matmul(x, w), bsets)))
       except Exception as e:  # noqa: BLE001
         log(f"  jax_sm100.matmul failed: {e}")
-    del sets, bsets
+    rounds = {col: [] for col, _ in gpu_cols}
+    for _ in range(GPU_ROUNDS):
+      for col, measure in gpu_cols:
+        rounds[col].append(flops / measure() / 1e12)
+    for col, vals in rounds.items():
+      row[col] = statistics.median(vals)
+      row[col + "_rounds"] = vals
+    if "ours_gpu" in rounds and "cublas_block_gpu" in rounds:
+      per_round = [o / c for o, c in zip(rounds["ours_gpu"], rounds["cublas_block_gpu"])]
+      row["ours_over_cublas_block_gpu_rounds"] = per_round
+    del sets, bsets, gpu_cols
+    if torch is not None:
+      del torch_sets
+      torch.cuda.empty_cache()
     rows.append(row)
     log("  " + " ".join(f"{kk}={v:.1f}" if isinstance(v, float) and kk != "ours_calc_diff"
-                        else f"{kk}={v}" for kk, v in row.items()))
+                        else f"{kk}={v}" for kk, v in row.items() if not kk.endswith("_rounds")))
+    if "ours_over_cublas_block_gpu_rounds" in row:
+      log("    ours / cuBLASLt blockwise by round (GPU time): "
+          + " ".join(f"{x:.3f}" for x in row["ours_over_cublas_block_gpu_rounds"]))
   return rows, blk_name, why
 
 
