@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call that verifies the tree and measures it, results under $OUT (at most 8
-# files come back):  COMMIT=<sha> [TESTS=0] [FULL=1] [SWEEP=1] [NCU=1] [TRAIN=1] bash scripts/device_session.sh
+# files come back):  COMMIT=<sha> [TESTS=0] [FULL=1] [SWEEP=1] [NCU=1] [TRAIN=1] [BF16=1] bash scripts/device_session.sh
 #   1. build for sm_90a only;
 #   2. unless TESTS=0, the GPU tests: GEMM, FP8, pipeline device tests, command buffers,
 #      Flax on the kernels; then, separately, the experimental kernels' tests (ordered
@@ -8,7 +8,8 @@
 #   3. the FP8 bench (cuBLASLt side by side, GPU and wall time): quick and without the
 #      quantization table, or with FULL=1 everything; SWEEP=1 adds the variant sweep;
 #   5. with NCU=1, an ncu look at the FP8 GEMM (scripts/device_ncu_fp8.sh);
-#   6. with TRAIN=1, the README's main job on the GPU (bf16 and FP8 Flax MLP, curves).
+#   6. with TRAIN=1, the README's main job on the GPU (bf16 and FP8 Flax MLP, curves);
+#   7. with BF16=1, the bf16/fp16/residual GEMM bench (quick suite).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a JAX_SM100_GIT_COMMIT="${COMMIT:-unknown}"  # the device copy has no .git
 OUT="${OUT:-/tmp/jax_sm100_out}"; mkdir -p "$OUT"; repo="$(pwd)"
@@ -43,5 +44,10 @@ if [ "${TRAIN:-0}" = 1 ]; then
     --d-in 512 --hidden 2048 --depth 3 --lr 1e-3 \
     --json "$OUT/train_curves.json" --png "$OUT/train_curves.png" > "$OUT/train.log" 2>&1
   echo "example rc=$? ($(( $(date +%s) - start )) s)"; grep -E "backend|->" "$OUT/train.log"
+fi
+if [ "${BF16:-0}" = 1 ]; then
+  timeout 200 python3 -m jax_sm100.bench --quick --out "$OUT/bf16" > "$OUT/bench_bf16.log" 2>&1
+  echo "bf16 bench rc=$? ($(( $(date +%s) - start )) s)"; grep -v "Warn\|warn" "$OUT/bench_bf16.log" | tail -30
+  rm -f "$OUT"/bf16/*.png
 fi
 rm -f "$OUT"/fp8*/bench_fp8.png  # keep under the 8 files that come back

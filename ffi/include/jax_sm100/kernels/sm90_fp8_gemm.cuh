@@ -555,9 +555,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                          const __grid_constant__ CUtensorMap map_c, const Fp8GemmParams p) {
 #if JAX_SM100_SM90A_DEVICE
   extern __shared__ uint8_t smem_raw[];
-  // 128B-swizzled TMA/WGMMA tiles need 1024-byte alignment.
+  // 128B-swizzled TMA/WGMMA tiles need 1024-byte alignment. Aligned by pointer
+  // arithmetic on smem_raw, not through an integer: that keeps every later access a
+  // shared-space one (LDS/STS), where the integer round trip made them generic LD/ST.
   auto* smem = reinterpret_cast<typename Cfg::Smem*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+      smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u));
   float* sfb_all = reinterpret_cast<float*>(smem + 1);  // (WG, kScaleBRows, num_kb)
 
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");

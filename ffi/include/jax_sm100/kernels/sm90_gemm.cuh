@@ -251,8 +251,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int kChunks = Cfg::kWgTileN / kEpiN;
 
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // 1024-byte aligned (128B swizzle) by pointer arithmetic on smem_raw, not through an
+  // integer: that keeps later accesses shared-space ones (LDS/STS, not generic LD/ST).
+  uint8_t* smem = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
   auto* payload = reinterpret_cast<Payload*>(smem);
   uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, kDBufs, 64 rows, 128 B)
   uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (CStages, NumWG, 64 rows, 128 B)
