@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Nsight Compute look at one FP8 blockwise GEMM launch (4096x7168x16384 by default) for
-# each kernel variant named on the command line as CLUSTER,OVERLAP,ORDERED,BLOCK_N
+# each kernel variant named on the command line as CLUSTER,OVERLAP,BLOCK_N
 # (default: the default kernel, cluster 2 + overlap, and the 2x2 cluster): speed of light, pipe
 # utilisation (tensor), shared-memory / L2 / DRAM throughput, warp stall reasons. Needs the package installed.
 # Usage: scripts/device_ncu_fp8.sh [M N K] [-- VARIANT ...]
 M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
 shift 3 2>/dev/null; [ "${1:-}" = "--" ] && shift
-variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=("2,1,0,128" "4,1,0,128")
+variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=("2,1,128" "4,1,128")
 cat > /tmp/ncu_fp8_one.py <<PY
 import jax, jax.numpy as jnp, numpy as np, jax_sm100
 from jax_sm100._fp8 import _quantize
@@ -22,9 +22,9 @@ cd /tmp
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
           --section WarpStateStats --section LaunchStats)
 for v in "${variants[@]}"; do
-  IFS=, read -r cl ov od bn <<< "$v"
-  echo "== ${M}x${N}x${K} cluster=$cl overlap=$ov ordered=$od block_n=$bn"
-  JAX_SM100_FP8_CLUSTER=$cl JAX_SM100_FP8_OVERLAP=$ov JAX_SM100_FP8_ORDERED=$od JAX_SM100_FP8_BLOCK_N=$bn \
+  IFS=, read -r cl ov bn <<< "$v"
+  echo "== ${M}x${N}x${K} cluster=$cl overlap=$ov block_n=$bn"
+  JAX_SM100_FP8_CLUSTER=$cl JAX_SM100_FP8_OVERLAP=$ov JAX_SM100_FP8_BLOCK_N=$bn \
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 150 ncu --clock-control none \
     --kernel-name regex:sm90_fp8_gemm --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" \
     python3 /tmp/ncu_fp8_one.py 2>&1 | grep -v "^==PROF=="

@@ -153,23 +153,18 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP, JAX_SM100_FP8_ORDERED). Cluster 4 is
-# 2x2 (A and B multicast). The ordered variants exist for the non-residual targets only
-# (the residual ones fall back to the plain variant of the same cluster size). With no
-# override the handler picks cluster 2 + overlap whenever M spans two tiles.
-VARIANTS = {"c1": ("1", "0", "0"), "c1_overlap": ("1", "1", "0"), "c2_multicast": ("2", "0", "0"),
-            "c1_ordered": ("1", "0", "1"), "c1_overlap_ordered": ("1", "1", "1"),
-            "c2_overlap": ("2", "1", "0"), "c4_multicast": ("4", "0", "0"),
-            "c4_overlap": ("4", "1", "0")}
+# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP). Cluster 4 is 2x2 (A and B multicast).
+# With no override the handler picks cluster 2 + overlap whenever M spans two tiles.
+VARIANTS = {"c1": ("1", "0"), "c1_overlap": ("1", "1"), "c2_multicast": ("2", "0"),
+            "c2_overlap": ("2", "1"), "c4_multicast": ("4", "0"), "c4_overlap": ("4", "1")}
 
 
 
 
 def set_variant(monkeypatch, name):
-  cluster, overlap, ordered = VARIANTS[name]
+  cluster, overlap = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
   monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
-  monkeypatch.setenv("JAX_SM100_FP8_ORDERED", ordered)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

@@ -91,14 +91,6 @@ bool pick_overlap() {
   return true;
 }
 
-/// Ordered issue across the math WGs (JAX_SM100_FP8_ORDERED = 1; default off). An
-/// experiment, instantiated for the non-residual targets only (the residual targets
-/// ignore it) at BLOCK_N 128 and 192, cluster 1.
-bool pick_ordered() {
-  const char* env = std::getenv("JAX_SM100_FP8_ORDERED");
-  return env != nullptr && std::atoi(env) != 0;
-}
-
 struct Operands {
   const void* a;
   const float* a_scale_t;  // (Kb, Mp)
@@ -110,9 +102,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, bool ORDERED = false>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, ORDERED>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -212,21 +204,13 @@ bool device_is_sm90() {
 
 /// The instantiations one cluster size offers. 192-wide tiles have no registers for the
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
-/// then). The 2x2 cluster is instantiated at BLOCK_N 128 only; the ordered issue
-/// (an experiment) for cluster 1, non-residual only.
+/// then). The 2x2 cluster is instantiated at BLOCK_N 128 only.
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bn, bool overlap) {
   if constexpr (CLUSTER == 4) {
     if (overlap) return launch<128, RESIDUAL, 4, true>(stream, o);
     return launch<128, RESIDUAL, 4>(stream, o);
   } else {
-    if constexpr (!RESIDUAL && CLUSTER == 1) {
-      if (pick_ordered() && bn != 64) {
-        if (bn == 192) return launch<192, RESIDUAL, 1, false, true>(stream, o);
-        if (overlap) return launch<128, RESIDUAL, 1, true, true>(stream, o);
-        return launch<128, RESIDUAL, 1, false, true>(stream, o);
-      }
-    }
     if (bn == 192) {
       if constexpr (RESIDUAL) bn = 128;
       else return launch<192, RESIDUAL, CLUSTER>(stream, o);

@@ -54,8 +54,7 @@ constexpr uint32_t kSmemLimit = 232448;
 
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false,
-          bool ORDERED_ = false>
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false>
 struct Fp8GemmConfig {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
@@ -75,12 +74,6 @@ struct Fp8GemmConfig {
   // Three BLOCK_N/2-register arrays: BLOCK_N <= 128.
   static constexpr bool kOverlap = OVERLAP_;
   static_assert(!kOverlap || BLOCK_N_ <= 128, "overlapped promotion needs 3 x BLOCK_N/2 registers");
-  // Ordered issue: the two math WGs take turns issuing their K block's wgmmas (a token
-  // passed through two named barriers), so each WG's batch is queued whole, before the
-  // other's next one. If the tensor cores run queued wgmmas in order, one WG's
-  // promotion then overlaps the other WG's wgmmas instead of both WGs promoting at once
-  // while the tensor cores idle. (An experiment: not measured yet.)
-  static constexpr bool kOrdered = ORDERED_;
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = BLOCK_M / kMathWGs;  // 64 rows = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -175,31 +168,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-/// The issue token of Cfg::kOrdered (named barriers 3 and 4: "WG w may issue" is
-/// barrier 3 + w, completed by WG w's bar.sync and the other WG's bar.arrive). Strict
-/// alternation WG 0, WG 1, WG 0, ...: every WG takes and passes the token exactly once
-/// per K block, live or not, so the counts always match. Without kOrdered: no-ops.
-template <class Cfg>
-struct IssueToken {
-  int wg;
-  static constexpr uint32_t kFirstBarrier = 3;  // 1 and 2 are the WGs' own barriers
-  __device__ __forceinline__ void start() const {  // WG 1 lets WG 0 go first
-    if (Cfg::kOrdered && wg == 1) named_barrier_arrive(kFirstBarrier + 0, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void take() const {
-    if (Cfg::kOrdered) named_barrier_sync(kFirstBarrier + wg, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void pass() const {
-    if (Cfg::kOrdered) named_barrier_arrive(kFirstBarrier + (1 - wg), Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void finish() const {  // consume start()'s extra arrival
-    if (Cfg::kOrdered && wg == 0) named_barrier_sync(kFirstBarrier + 0, Cfg::kMathThreads);
-  }
-};
 
 
 
@@ -378,17 +346,14 @@ __device__ __forceinline__ void promote(float (&final_acc)[Cfg::kAcc], const flo
 template <class Cfg>
 __device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
                                                  float (&final_acc)[Cfg::kAcc], const float* sfb,
-                                                 int wg, int r0, int lane, int former, int num_kb,
-                                                 const IssueToken<Cfg>& token) {
+                                                 int wg, int r0, int lane, int former, int num_kb) {
   auto& ring = pipe.pipeline;
   auto& tiles = *pipe.tiles;
   float acc0[Cfg::kAcc], acc1[Cfg::kAcc];
   ring.wait_producer();
   uint32_t s_prev = ring.consumer_stage();
   KScales sc_prev = read_scales<Cfg>(tiles.sfa_tile(s_prev), sfb, wg, r0, 0, num_kb);
-  token.take();
   issue_k_block<Cfg>(acc0, tiles.a_tile(s_prev), tiles.b_tile(s_prev), wg);
-  token.pass();
   ring.consumer_step();
 
   // Issue K block kb into `next`, then retire K block kb-1 from `prev`.
@@ -396,9 +361,7 @@ __device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
     ring.wait_producer();
     const uint32_t s = ring.consumer_stage();
     const KScales sc = read_scales<Cfg>(tiles.sfa_tile(s), sfb, wg, r0, kb, num_kb);
-    token.take();
     issue_k_block<Cfg>(next, tiles.a_tile(s), tiles.b_tile(s), wg);
-    token.pass();
     ring.consumer_step();
     ptx::wgmma_wait<1>();  // K block kb-1 done; kb may still run
 #pragma unroll
@@ -437,8 +400,6 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
   float* sfb = sfb_all + wg * Cfg::kScaleBRows * p.num_kb;
   __nv_bfloat16* d_wg = smem->d[wg];
   auto consumer = pipe.consumer();
-  const IssueToken<Cfg> token{wg};
-  token.start();
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[wg], "fp8_c");
@@ -470,16 +431,14 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     for (int i = 0; i < Cfg::kAcc; ++i) final_acc[i] = 0.0f;
 
     if (Cfg::kOverlap && live) {
-      mainloop_overlap<Cfg>(pipe, final_acc, sfb, wg, r0, lane, former, p.num_kb, token);
+      mainloop_overlap<Cfg>(pipe, final_acc, sfb, wg, r0, lane, former, p.num_kb);
     } else {
       for (int kb = 0; kb < p.num_kb; ++kb) {
         auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
         if (live) {
           const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, r0, kb, p.num_kb);
           float acc[Cfg::kAcc];
-          token.take();
           issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg);
-          token.pass();
           ptx::wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
@@ -488,8 +447,6 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
           std::move(stage).release_without_signal();
           promote<Cfg>(final_acc, acc, sc, former);
         } else {
-          token.take();  // no MMAs, but the other WG still alternates with us
-          token.pass();
           release_input_stage<Cfg>(stage, lane);
           std::move(stage).release_without_signal();
         }
@@ -537,7 +494,6 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
       ptx::tma_store_commit_group();
     }
   }
-  token.finish();
   if (t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
