@@ -171,41 +171,43 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
 
 
 
-/// B tile of K block kb, N tile nt. With CTAs along M (cluster rank = rank_n *
-/// kClusterM + rank_m): this CTA loads rows [rank_m*BN/kClusterM, +BN/kClusterM) and
-/// multicasts them to the CTAs of its cluster column (same N tile; same smem offset, each
-/// CTA's full barrier gets the bytes), so every CTA's stage still receives the whole tile.
-template <class Cfg>
-__device__ __forceinline__ void load_b(uint8_t* b_tile, const CUtensorMap* map_b, uint64_t* bar,
-                                       int kb, int nt, const GroupedTileOrder& order) {
-  if constexpr (Cfg::kClusterM == 1) {
-    ptx::tma_load_2d(b_tile, map_b, bar, kb * Cfg::BLOCK_K, nt * Cfg::BLOCK_N);
+/// One CTA's part of a kRowsTile x BLOCK_K tile (K block kb, first global row row0):
+/// rows [part * kRowsTile/kParts, +kRowsTile/kParts), multicast to the CTAs in `mask`
+/// (same smem offset in each, each CTA's full barrier gets the bytes), so every CTA's
+/// stage still receives the whole tile. kParts == 1: a plain load of the whole tile.
+template <class Cfg, int kRowsTile, int kParts>
+__device__ __forceinline__ void load_tile_part(uint8_t* tile, const CUtensorMap* map, uint64_t* bar,
+                                               int kb, int row0, int part, uint32_t mask) {
+  if constexpr (kParts == 1) {
+    (void)part; (void)mask;
+    ptx::tma_load_2d(tile, map, bar, kb * Cfg::BLOCK_K, row0);
   } else {
-    constexpr int kRows = Cfg::BLOCK_N / Cfg::kClusterM;
-    const uint32_t mask = ((1u << Cfg::kClusterM) - 1) << (order.rank_n * Cfg::kClusterM);
-    ptx::tma_load_2d_multicast(b_tile + order.rank_m * kRows * Cfg::BLOCK_K, map_b, bar,
-                               static_cast<uint16_t>(mask), kb * Cfg::BLOCK_K,
-                               nt * Cfg::BLOCK_N + order.rank_m * kRows);
+    constexpr int kRows = kRowsTile / kParts;
+    ptx::tma_load_2d_multicast(tile + part * kRows * Cfg::BLOCK_K, map, bar,
+                               static_cast<uint16_t>(mask), kb * Cfg::BLOCK_K, row0 + part * kRows);
   }
 }
 
-/// A tile of K block kb, M tile mt. With CTAs along N: this CTA loads rows
-/// [rank_n*BM/kClusterN, +BM/kClusterN) and multicasts them to the CTAs of its cluster
-/// row (same M tile: ranks rank_m + j * kClusterM).
+/// B tile of K block kb, N tile nt: split among the CTAs along M (cluster rank = rank_n *
+/// kClusterM + rank_m), which share it: the CTAs of this cluster column.
+template <class Cfg>
+__device__ __forceinline__ void load_b(uint8_t* b_tile, const CUtensorMap* map_b, uint64_t* bar,
+                                       int kb, int nt, const GroupedTileOrder& order) {
+  const uint32_t mask = ((1u << Cfg::kClusterM) - 1) << (order.rank_n * Cfg::kClusterM);
+  load_tile_part<Cfg, Cfg::BLOCK_N, Cfg::kClusterM>(b_tile, map_b, bar, kb, nt * Cfg::BLOCK_N,
+                                                    order.rank_m, mask);
+}
+
+/// A tile of K block kb, M tile mt: split among the CTAs along N, which share it: the
+/// CTAs of this cluster row (ranks rank_m + j * kClusterM).
 template <class Cfg>
 __device__ __forceinline__ void load_a(uint8_t* a_tile, const CUtensorMap* map_a, uint64_t* bar,
                                        int kb, int mt, const GroupedTileOrder& order) {
-  if constexpr (Cfg::kClusterN == 1) {
-    ptx::tma_load_2d(a_tile, map_a, bar, kb * Cfg::BLOCK_K, mt * Cfg::BLOCK_M);
-  } else {
-    constexpr int kRows = Cfg::BLOCK_M / Cfg::kClusterN;
-    uint32_t mask = 0;
+  uint32_t mask = 0;
 #pragma unroll
-    for (int j = 0; j < Cfg::kClusterN; ++j) mask |= 1u << (order.rank_m + j * Cfg::kClusterM);
-    ptx::tma_load_2d_multicast(a_tile + order.rank_n * kRows * Cfg::BLOCK_K, map_a, bar,
-                               static_cast<uint16_t>(mask), kb * Cfg::BLOCK_K,
-                               mt * Cfg::BLOCK_M + order.rank_n * kRows);
-  }
+  for (int j = 0; j < Cfg::kClusterN; ++j) mask |= 1u << (order.rank_m + j * Cfg::kClusterM);
+  load_tile_part<Cfg, Cfg::BLOCK_M, Cfg::kClusterN>(a_tile, map_a, bar, kb, mt * Cfg::BLOCK_M,
+                                                    order.rank_n, mask);
 }
 
 /// Barrier-level form of release_input_stage (for the overlapped main loop, which holds
