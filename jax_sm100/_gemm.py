@@ -240,6 +240,12 @@ def gemm_residual(ctx: Context, a, b, c, trans_a: bool, trans_b: bool,
 # FP8 blockwise kernel path (target registered by a later issue).
 # ----------------------------------------------------------------------------
 
+def fp8_kernel_a_scale(a_scale):
+  """a's scales (M, ceil(K/128)) -> the fp8 kernel's layout (ceil(K/128), round_up(M, 4)):
+  transposed so that one TMA box brings a stage's scales (pad entries are not read)."""
+  return _pad_to(a_scale.T, 1, _round_up(a_scale.shape[0], 4))
+
+
 def _fp8_launch(a, a_scale, b, b_scale, c, beta):
   """The one place that knows the fp8 kernels' operand layout.
 
@@ -247,14 +253,13 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta):
   b_scale (ceil(N/128), ceil(K/128)) f32, c (M, N) bf16 -> d (M, N) bf16.
   K is padded to a multiple of 16 (a's and b's rows are 16-byte aligned) and N
   to a multiple of 8 (d's and c's rows); both stay inside the last scale block,
-  so the scale tensors are unchanged. The kernel takes a's scales transposed,
-  (ceil(K/128), round_up(M, 4)), so that one TMA box brings a stage's scales:
-  a small XLA transpose here.
+  so the scale tensors are unchanged. a's scales go to the kernel transposed
+  (fp8_kernel_a_scale: a small XLA transpose here).
   """
   m, k = a.shape
   n = b.shape[0]
   kp, np_ = _round_up(k, 16), _round_up(n, 8)
-  a_scale = _pad_to(a_scale.T, 1, _round_up(m, 4))
+  a_scale = fp8_kernel_a_scale(a_scale)
   a = _pad_to(a, 1, kp)
   b = _pad_to(_pad_to(b, 1, kp), 0, np_)
   out = jax.ShapeDtypeStruct((m, np_), BF16)

@@ -51,6 +51,7 @@ import numpy as np  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
+from jax_sm100._gemm import fp8_kernel_a_scale  # noqa: E402
 from jax_sm100.bench import _geomean, _git_commit  # noqa: E402
 
 LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 24576, 1536),
@@ -158,11 +159,6 @@ def quantized_sets(m, n, k, n_sets, seed=0):
     sets.append((a, sa, b, sb))
   jax.block_until_ready(sets)
   return sets
-
-
-def a_scale_t(sa):
-  m = sa.shape[0]
-  return jnp.pad(sa.T, ((0, 0), (0, _cdiv(m, 4) * 4 - m)), constant_values=1.0)
 
 
 def calc_diff(x, y):
@@ -288,7 +284,7 @@ def bench_gemm(shapes, reps, log):
     if have_kernel:
       out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
       call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
-      tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
+      tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
       kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
@@ -363,7 +359,7 @@ def sweep(shapes, reps, log):
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
-    tsets = [(a, a_scale_t(sa), b, sb) for (a, sa, b, sb) in sets]
+    tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
     kern = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
     runs = {v: ([], []) for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
@@ -492,7 +488,7 @@ def main(argv=None):
     m, n, k = args.once
     (a, sa, b, sb), = quantized_sets(m, n, k, 1)
     kern = jax.jit(jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
-    st = a_scale_t(sa)
+    st = fp8_kernel_a_scale(sa)
     f = jax.jit(jax_sm100.fp8_blockwise_matmul)
     for _ in range(2):
       jax.block_until_ready(kern(a, st, b, sb))

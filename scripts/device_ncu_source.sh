@@ -6,10 +6,11 @@ out=$1; M=${2:-4096}; N=${3:-7168}; K=${4:-16384}
 cat > /tmp/ncu_fp8_src.py <<PY
 import jax, jax.numpy as jnp, numpy as np, jax_sm100
 from jax_sm100._fp8 import _quantize
+from jax_sm100._gemm import fp8_kernel_a_scale
 m, n, k = $M, $N, $K
 a, sa = _quantize(jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16), (1, 128), np.dtype(jnp.float8_e4m3fn))
 b, sb = _quantize(jax.random.normal(jax.random.key(1), (n, k), jnp.bfloat16), (128, 128), np.dtype(jnp.float8_e4m3fn))
-sa_t = jnp.pad(sa.T, ((0, 0), (0, -m % 4)))
+sa_t = fp8_kernel_a_scale(sa)  # the kernel's (ceil(K/128), round_up(M, 4)) layout
 f = jax.jit(lambda *x: jax.ffi.ffi_call("jax_sm100_fp8_gemm", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))(*x))
 for _ in range(3): f(a, sa_t, b, sb).block_until_ready()
 PY
