@@ -343,43 +343,46 @@ def bench_gemm(shapes, reps, log):
   return rows, blk_name, why
 
 
-# (BLOCK_N, cluster, overlapped promotion), environment overrides.
-SWEEP_VARIANTS = (("128", "1", "1"), ("128", "2", "1"), ("128", "4", "1"), ("128", "1", "0"),
-                  ("128", "2", "0"), ("192", "1", "0"), ("192", "2", "0"))
+# (BLOCK_M, BLOCK_N, cluster, overlapped promotion), environment overrides.
+SWEEP_VARIANTS = (("128", "128", "1", "1"), ("128", "128", "2", "1"), ("128", "128", "4", "1"),
+                  ("128", "128", "2", "0"), ("128", "192", "2", "0"),
+                  ("256", "128", "1", "0"), ("256", "128", "2", "0"))
+SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP")
 SWEEP_ROUNDS = 3
 
 
 def sweep(shapes, reps, log):
-  """ours / ours_kernel for tile width x cluster size x overlapped promotion
-  (environment overrides read by the FFI handler at run time), to pick the defaults.
-  The variants are timed round-robin, SWEEP_ROUNDS rounds, and each reports its median
-  round: clock and power drift then hits every variant alike instead of whichever ran
-  during a slow stretch."""
+  """The kernel's TFLOP/s for tile shape x cluster size x overlapped promotion
+  (environment overrides read by the FFI handler at run time), to pick the defaults: by
+  GPU time (CUPTI) when torch is present, else by wall time. The variants are timed
+  round-robin, SWEEP_ROUNDS rounds, and each reports its median round: clock and power
+  drift then hits every variant alike instead of whichever ran during a slow stretch."""
+  torch, _ = _torch()
   out = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
     kern = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    runs = {v: ([], []) for v in SWEEP_VARIANTS}
+    call = lambda a, st, b, sb: kern(a, st, b, sb)  # noqa: E731
+    runs = {v: [] for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
       for v in SWEEP_VARIANTS:
-        for name, val in zip(("BLOCK_N", "CLUSTER", "OVERLAP"), v):
+        for name, val in zip(SWEEP_ENV, v):
           os.environ["JAX_SM100_FP8_" + name] = val
-        runs[v][0].append(flops / time_jax(
-            lambda a, sa, b, sb: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb), sets, reps) / 1e12)
-        runs[v][1].append(flops / time_jax(lambda a, st, b, sb: kern(a, st, b, sb), tsets, reps) / 1e12)
-    for (bn, cl, ov), (ours, ours_kernel) in runs.items():
-      r = {"shape": [m, n, k], "block_n": int(bn), "cluster": int(cl), "overlap": int(ov),
-           "ours": statistics.median(ours), "ours_kernel": statistics.median(ours_kernel),
-           "ours_rounds": ours, "ours_kernel_rounds": ours_kernel}
+        sec = gpu_time_jax(torch, call, tsets) if torch else time_jax(call, tsets, reps)
+        runs[v].append(flops / sec / 1e12)
+    for (bm, bn, cl, ov), tf in runs.items():
+      r = {"shape": [m, n, k], "block_m": int(bm), "block_n": int(bn), "cluster": int(cl),
+           "overlap": int(ov), "timing": "gpu" if torch else "wall",
+           "ours_kernel": statistics.median(tf), "ours_kernel_rounds": tf}
       out.append(r)
-      log(f"  sweep {m}x{n}x{k} BLOCK_N={bn} cluster={cl} overlap={ov}: "
-          f"ours {r['ours']:.1f}  ours_kernel {r['ours_kernel']:.1f} TFLOP/s  (rounds: "
-          + " ".join(f"{x:.0f}" for x in ours) + " / " + " ".join(f"{x:.0f}" for x in ours_kernel) + ")")
+      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov}: "
+          f"{r['ours_kernel']:.1f} TFLOP/s ({r['timing']} time; rounds: "
+          + " ".join(f"{x:.0f}" for x in tf) + ")")
     del sets, tsets
-  for v in ("JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER", "JAX_SM100_FP8_OVERLAP"):
-    os.environ.pop(v, None)
+  for name in SWEEP_ENV:
+    os.environ.pop("JAX_SM100_FP8_" + name, None)
   return out
 
 
@@ -475,7 +478,7 @@ def main(argv=None):
   ap.add_argument("--once", type=int, nargs=3, metavar=("M", "N", "K"),
                   help="run each FP8 GEMM variant twice on one shape and exit (for ncu)")
   ap.add_argument("--sweep", action="store_true",
-                  help="also time each tile width x cluster size (JAX_SM100_FP8_BLOCK_N/_CLUSTER)")
+                  help="also time each tile shape x cluster size x overlap (JAX_SM100_FP8_BLOCK_M/_BLOCK_N/_CLUSTER/_OVERLAP)")
   args = ap.parse_args(argv)
   os.makedirs(args.out, exist_ok=True)
   log = lambda s: print(s, flush=True)  # noqa: E731

@@ -153,18 +153,21 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP). Cluster 4 is 2x2 (A and B multicast).
-# With no override the handler picks cluster 2 + overlap whenever M spans two tiles.
-VARIANTS = {"c1": ("1", "0"), "c1_overlap": ("1", "1"), "c2_multicast": ("2", "0"),
-            "c2_overlap": ("2", "1"), "c4_multicast": ("4", "0"), "c4_overlap": ("4", "1")}
-
-
+# (JAX_SM100_FP8_CLUSTER, JAX_SM100_FP8_OVERLAP, JAX_SM100_FP8_BLOCK_M). Cluster 4 is
+# 2x2 (A and B multicast). BLOCK_M 256 is two 128-row waves per K block (256x128 tiles,
+# no overlapped form; the residual target and M <= 128 run 128-row tiles). With no
+# override the handler picks cluster 2 + overlap whenever M spans two tiles.
+VARIANTS = {"c1": ("1", "0", "128"), "c1_overlap": ("1", "1", "128"),
+            "c2_multicast": ("2", "0", "128"), "c2_overlap": ("2", "1", "128"),
+            "c1_m256": ("1", "0", "256"), "c2_m256": ("2", "0", "256"),
+            "c4_multicast": ("4", "0", "128"), "c4_overlap": ("4", "1", "128")}
 
 
 def set_variant(monkeypatch, name):
-  cluster, overlap = VARIANTS[name]
+  cluster, overlap, block_m = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
   monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
+  monkeypatch.setenv("JAX_SM100_FP8_BLOCK_M", block_m)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -193,6 +196,18 @@ def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, variant):
   sb = sb * jnp.asarray((2.0 ** np.arange(sb.shape[0]))[:, None], jnp.float32)
   check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb),
         f"BLOCK_N={block_n}")
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_fp8_gemm_many_tiles_per_cta(rng, monkeypatch, variant):
+  """More tiles than CTAs, so each CTA walks several N tiles, with b's scales differing
+  by powers of two between its 128-row blocks: the B-scale rows the kernel copies one
+  tile ahead (into its second buffer) must be the next tile's, not this one's."""
+  set_variant(monkeypatch, variant)
+  m, n, k = 2048, 5120, 256  # 320 tiles of 256x128 (more at 128x128) on 132 SMs
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 7))[:, None], jnp.float32)
+  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
 
 
 def test_fp8_gemm_scales_span_orders_of_magnitude(rng):

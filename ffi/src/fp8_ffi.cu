@@ -73,14 +73,26 @@ int pick_block_n(int64_t m, int64_t n) {
 /// M tiles: on an H200 (2026-11-22, commit e80ef63) cluster 2 with overlapped promotion
 /// was the fastest measured variant on the large shapes (1173 vs 1096 TFLOP/s at
 /// 4096x7168x16384, 1140 vs 1005 at 8192^3; the ncu profile shows L2 as the busiest unit).
-int pick_cluster(int64_t m, int64_t n) {
+int pick_cluster(int64_t m, int64_t n, int bm) {
   int v = 2;
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
     const int e = std::atoi(env);
     if (e == 1 || e == 2 || e == 4) v = e;
   }
   if (v == 4 && n <= 128) v = 2;  // one N tile: nothing to share along N
-  if (m <= 128) v = 1;            // one M tile: nothing to share along M
+  if (m <= bm) v = 1;             // one M tile: nothing to share along M
+  return v;
+}
+
+/// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 256 overrides): 256 = two 128-row waves per
+/// K block, 128-wide tiles, no overlapped form, no residual form (those run 128). Default
+/// 128.
+int pick_block_m(int64_t m) {
+  int v = 128;
+  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) {
+    if (std::atoi(env) == 256) v = 256;
+  }
+  if (m <= 128) v = 128;  // one 128-row wave holds all of M
   return v;
 }
 
@@ -102,9 +114,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -204,9 +216,14 @@ bool device_is_sm90() {
 
 /// The instantiations one cluster size offers. 192-wide tiles have no registers for the
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
-/// then). The 2x2 cluster is instantiated at BLOCK_N 128 only.
+/// then). The 2x2 cluster is instantiated at BLOCK_N 128 only, 256-row tiles at
+/// 256x128 with 1 or 2 CTAs, without residual.
 template <bool RESIDUAL, int CLUSTER>
-ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bn, bool overlap) {
+ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
+  if constexpr (!RESIDUAL && CLUSTER != 4) {
+    if (bm == 256) return launch<128, false, CLUSTER, false, 256>(stream, o);
+  }
+  (void)bm;
   if constexpr (CLUSTER == 4) {
     if (overlap) return launch<128, RESIDUAL, 4, true>(stream, o);
     return launch<128, RESIDUAL, 4>(stream, o);
@@ -229,12 +246,13 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
     return ffi::Error::InvalidArgument(
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
+  const int bm = pick_block_m(o.m);
   const int bn = pick_block_n(o.m, o.n);
   const bool overlap = pick_overlap();
-  switch (pick_cluster(o.m, o.n)) {
-    case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bn, overlap);
-    case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bn, overlap);
-    default: return dispatch_cluster<RESIDUAL, 1>(stream, o, bn, overlap);
+  switch (pick_cluster(o.m, o.n, bm)) {
+    case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
+    case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bm, bn, overlap);
+    default: return dispatch_cluster<RESIDUAL, 1>(stream, o, bm, bn, overlap);
   }
 }
 

@@ -11,20 +11,23 @@
 //   C, D (M, N) bf16 row-major.
 //
 // Structure (one CTA per SM, persistent, 3 warpgroups):
-//   WG 0, 1  math: each owns 64 rows of the 128-row tile. Per 128-wide K block (= one
-//            scale block) 4 x wgmma m64nNk32 e4m3 into a fresh fp32 accumulator, then
-//            promote: final += acc * a_scale[row] * b_scale[col block]. The tensor cores
-//            keep only ~14 bits of the FP8 sum, so this per-block fp32 promotion is
-//            required, not an optimisation. Epilogue: bf16 into 128B-swizzled smem, TMA
-//            store (each WG its own 64 rows, so the two WGs never wait on each other).
+//   WG 0, 1  math: each owns 64 rows of every 128-row wave of the tile (BLOCK_M = 128:
+//            one wave; 256: two, rows w*64 and 128 + w*64). Per 128-wide K block (= one
+//            scale block) and wave, 4 x wgmma m64nNk32 e4m3 into a fresh fp32
+//            accumulator, then promote: final[wave] += acc * a_scale[row] *
+//            b_scale[col block]. The tensor cores keep only ~14 bits of the FP8 sum, so
+//            this per-block fp32 promotion is required, not an optimisation. Epilogue:
+//            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
+//            WGs never wait on each other).
 //   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
 //            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes);
 //            warp 1 (residual only): epilogue-load warp streaming C through one
 //            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
 //   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
-// B's scales are read once per tile into shared memory by the math WG (its 1 or 2 scale
+// B's scales are copied once per tile into shared memory by the math WG (its 1 or 2 scale
 // rows: an N tile that straddles two 128-column scale blocks uses the right one per
-// 8-column group).
+// 8-column group), with cp.async into a second buffer one tile ahead, so the global
+// read's latency hides behind the previous tile's main loop.
 //
 // Partial tiles: TMA zero-fills out-of-bounds A/B/scale reads (K tail contributes 0)
 // and clips the D store; a math WG whose 64 rows are all past M skips its MMAs.
@@ -33,6 +36,8 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+
+#include <cuda_pipeline_primitives.h>
 
 #include <utility>
 
@@ -54,9 +59,14 @@ constexpr uint32_t kSmemLimit = 232448;
 
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false>
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128>
 struct Fp8GemmConfig {
-  static constexpr int BLOCK_M = 128;
+  // 128, or 256 = two 128-row waves per K block: each B tile then feeds twice the MMA
+  // work (B's L2->smem traffic per flop halves) at the cost of a second final
+  // accumulator (kWaves * BLOCK_N/2 + BLOCK_N/2 registers: BLOCK_N <= 128, no overlap).
+  static constexpr int BLOCK_M = BLOCK_M_;
+  static constexpr int kWaves = BLOCK_M / 128;
+  static_assert(kWaves * 128 == BLOCK_M && kWaves <= 2, "BLOCK_M in {128, 256}");
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
   static constexpr int kScaleBlock = 128;
@@ -74,13 +84,16 @@ struct Fp8GemmConfig {
   // Three BLOCK_N/2-register arrays: BLOCK_N <= 128.
   static constexpr bool kOverlap = OVERLAP_;
   static_assert(!kOverlap || BLOCK_N_ <= 128, "overlapped promotion needs 3 x BLOCK_N/2 registers");
+  static_assert(kWaves == 1 || (!kOverlap && BLOCK_N_ <= 128),
+                "two waves need 3 x BLOCK_N/2 registers already: BLOCK_N <= 128, no overlap");
+  static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
   static constexpr int kMathWGs = 2;
-  static constexpr int WG_M = BLOCK_M / kMathWGs;  // 64 rows = one wgmma M
+  static constexpr int WG_M = 64;  // rows per WG per wave = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
   static constexpr int kProducerRegs = 40;
   static constexpr int kMathRegs = 232;
-  static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread
+  static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread and wave
   // Every 128-column scale block starts on an 8-column group of every tile, so the
   // per-column choice of b scale is per group of 8 (the wgmma accumulator's grain).
   static constexpr bool kUniformScaleB = (kScaleBlock % BLOCK_N) == 0;
@@ -98,9 +111,10 @@ struct Fp8GemmConfig {
                                                     BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
   static constexpr uint32_t kStageBytes =
       Payload::a_bytes + Payload::b_bytes + Payload::sfa_stride * sizeof(float);
-  static constexpr uint32_t kDBytes = kMathWGs * WG_M * BLOCK_N * 2;  // bf16 staging of D
+  static constexpr uint32_t kDBytes = kMathWGs * kWaves * WG_M * BLOCK_N * 2;  // bf16 staging of D
   static constexpr uint32_t kCBytes = kResidual ? kDBytes : 0;        // one C stage per WG
-  static constexpr uint32_t kSfbBytes = kMathWGs * kScaleBRows * kMaxKBlocks * sizeof(float);
+  // B scales: per WG two buffers (this tile's, the next tile's) of kScaleBRows x num_kb.
+  static constexpr uint32_t kSfbBytes = kMathWGs * 2 * kScaleBRows * kMaxKBlocks * sizeof(float);
   static constexpr uint32_t kReserve = 1024 /*align*/ + 1024 /*barriers*/;
   static constexpr int STAGES = static_cast<int>(
       (kSmemLimit - kReserve - kDBytes - kCBytes - kSfbBytes) / kStageBytes > 8
@@ -117,7 +131,7 @@ struct Fp8GemmConfig {
   /// Fixed part of shared memory (the B-scale rows follow it, sized by K at launch).
   struct alignas(1024) Smem {
     Tiles tiles;                                              // (STAGES, ...) A, B, A-scales
-    alignas(1024) __nv_bfloat16 d[kMathWGs][WG_M * BLOCK_N];  // (WG, BLOCK_N/64, 64, 64) swz128
+    alignas(1024) __nv_bfloat16 d[kMathWGs][kWaves * WG_M * BLOCK_N];  // (WG, wave, BLOCK_N/64, 64, 64) swz128
     alignas(1024) __nv_bfloat16 c[kResidual ? kMathWGs : 1][kResidual ? WG_M * BLOCK_N : 8];
     pipeline::DeviceBarrier input_bars[2 * STAGES];
     pipeline::DeviceBarrier epi_bars[kMathWGs][2];
@@ -125,7 +139,7 @@ struct Fp8GemmConfig {
 
   /// Dynamic shared memory for `num_kb` K blocks (1024 extra to align the base).
   static constexpr uint32_t smem_bytes(int num_kb) {
-    return 1024 + sizeof(Smem) + kMathWGs * kScaleBRows * num_kb * sizeof(float);
+    return 1024 + sizeof(Smem) + kMathWGs * 2 * kScaleBRows * num_kb * sizeof(float);
   }
   static_assert(1024 + sizeof(Smem) + kSfbBytes <= kSmemLimit, "shared memory budget");
 };
@@ -295,22 +309,28 @@ struct KScales {
   float s00, s01, s10, s11;
 };
 
+/// Row offset in the tile of WG wg's 64 rows of wave `wave`.
+template <class Cfg>
+__device__ __forceinline__ int wave_row0(int wg, int wave) {
+  return wave * Cfg::kMathWGs * Cfg::WG_M + wg * Cfg::WG_M;
+}
+
 template <class Cfg>
 __device__ __forceinline__ KScales read_scales(const float* sfa_stage, const float* sfb, int wg,
-                                               int r0, int kb, int num_kb) {
-  const float* sfa = sfa_stage + wg * Cfg::WG_M;
+                                               int wave, int r0, int kb, int num_kb) {
+  const float* sfa = sfa_stage + wave_row0<Cfg>(wg, wave);
   const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
   const float sb0 = sfb[kb];
   const float sb1 = Cfg::kUniformScaleB ? sb0 : sfb[num_kb + kb];
   return KScales{sa0 * sb0, sa0 * sb1, sa1 * sb0, sa1 * sb1};
 }
 
-/// 4 x wgmma m64nNk32 over one 128-wide K block into a fresh accumulator; committed as
-/// one group (not waited for).
+/// 4 x wgmma m64nNk32 over one 128-wide K block (WG wg's 64 rows of wave `wave`) into a
+/// fresh accumulator; committed as one group (not waited for).
 template <class Cfg>
 __device__ __forceinline__ void issue_k_block(float (&acc)[Cfg::kAcc], const uint8_t* a_tile,
-                                              const uint8_t* b_tile, int wg) {
-  const uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(a_tile + wg * Cfg::WG_M * Cfg::BLOCK_K),
+                                              const uint8_t* b_tile, int wg, int wave) {
+  const uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(a_tile + wave_row0<Cfg>(wg, wave) * Cfg::BLOCK_K),
                                               0, 1024, ptx::WgmmaSwizzle::k128B);
   const uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(b_tile), 0, 1024,
                                               ptx::WgmmaSwizzle::k128B);
@@ -340,7 +360,7 @@ __device__ __forceinline__ void promote(float (&final_acc)[Cfg::kAcc], const flo
   }
 }
 
-/// Overlapped main loop of one tile (live WG): while K block kb's accumulator is being
+/// Overlapped main loop of one tile (one wave, live WG): while K block kb's accumulator is being
 /// promoted, K block kb+1's wgmmas already run into the other accumulator
 /// (wgmma.wait_group 1). Holding two stages at once, it drives the ring through the
 /// pipeline's stage-index API (wait_producer / consumer_stage / consumer_mbar /
@@ -354,16 +374,16 @@ __device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
   float acc0[Cfg::kAcc], acc1[Cfg::kAcc];
   ring.wait_producer();
   uint32_t s_prev = ring.consumer_stage();
-  KScales sc_prev = read_scales<Cfg>(tiles.sfa_tile(s_prev), sfb, wg, r0, 0, num_kb);
-  issue_k_block<Cfg>(acc0, tiles.a_tile(s_prev), tiles.b_tile(s_prev), wg);
+  KScales sc_prev = read_scales<Cfg>(tiles.sfa_tile(s_prev), sfb, wg, 0, r0, 0, num_kb);
+  issue_k_block<Cfg>(acc0, tiles.a_tile(s_prev), tiles.b_tile(s_prev), wg, 0);
   ring.consumer_step();
 
   // Issue K block kb into `next`, then retire K block kb-1 from `prev`.
   auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc], int kb) {
     ring.wait_producer();
     const uint32_t s = ring.consumer_stage();
-    const KScales sc = read_scales<Cfg>(tiles.sfa_tile(s), sfb, wg, r0, kb, num_kb);
-    issue_k_block<Cfg>(next, tiles.a_tile(s), tiles.b_tile(s), wg);
+    const KScales sc = read_scales<Cfg>(tiles.sfa_tile(s), sfb, wg, 0, r0, kb, num_kb);
+    issue_k_block<Cfg>(next, tiles.a_tile(s), tiles.b_tile(s), wg, 0);
     ring.consumer_step();
     ptx::wgmma_wait<1>();  // K block kb-1 done; kb may still run
 #pragma unroll
@@ -389,6 +409,52 @@ __device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
   }
 }
 
+/// B-scale rows of the tile whose first column is n0 -> `sfb` (kScaleBRows x num_kb), by
+/// cp.async (4-byte copies, one commit group): the caller waits for the group before the
+/// tile. An N tile that straddles two 128-column scale blocks needs both rows (clamped:
+/// a 2x2 cluster's CTA may hold an N tile past the matrix; it computes nothing).
+template <class Cfg>
+__device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmParams& p, int n0,
+                                                    int t128) {
+  const int nb0 = min(n0 / Cfg::kScaleBlock, p.num_nb - 1);
+  const int nb1 = min(nb0 + 1, p.num_nb - 1);
+  for (int i = t128; i < Cfg::kScaleBRows * p.num_kb; i += 128) {
+    const int row = i / p.num_kb, kb = i - row * p.num_kb;
+    __pipeline_memcpy_async(sfb + i, p.b_scale + (row == 0 ? nb0 : nb1) * p.num_kb + kb, sizeof(float));
+  }
+  __pipeline_commit();
+}
+
+/// Main loop of one tile without overlap: per K block, each live wave's 4 wgmmas, wait,
+/// then its promotion (the stage is freed once the last live wave's wgmmas are done).
+/// `waves_live` (0..kWaves) of this WG's waves hold rows < M; a dead WG still frees
+/// every stage it is handed.
+template <class Cfg, class Consumer>
+__device__ __forceinline__ void mainloop_plain(Consumer& consumer,
+                                               float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                               const float* sfb, int wg, int r0, int lane,
+                                               int former, int num_kb, int waves_live) {
+  for (int kb = 0; kb < num_kb; ++kb) {
+    auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
+    if (waves_live == 0) release_input_stage<Cfg>(stage, lane);
+#pragma unroll
+    for (int wave = 0; wave < Cfg::kWaves; ++wave) {
+      if (wave < waves_live) {
+        const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, wave, r0, kb, num_kb);
+        float acc[Cfg::kAcc];
+        issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg, wave);
+        ptx::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+        // Smem of this stage is no longer read (scales are in registers): free it.
+        if (wave == waves_live - 1) release_input_stage<Cfg>(stage, lane);
+        promote<Cfg>(final_acc[wave], acc, sc, former);
+      }
+    }
+    std::move(stage).release_without_signal();
+  }
+}
+
 /// One math warpgroup: main loop with per-K-block promotion, then the epilogue.
 template <class Cfg>
 __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
@@ -399,60 +465,58 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
   const int t128 = threadIdx.x % 128;
   const int lane = t128 % 32;
   const int r0 = (t128 / 32) * 16 + lane / 4;  // accumulator rows r0 and r0 + 8 (in the WG's 64)
-  float* sfb = sfb_all + wg * Cfg::kScaleBRows * p.num_kb;
+  const int sfb_words = Cfg::kScaleBRows * p.num_kb;
+  float* sfb_wg = sfb_all + wg * 2 * sfb_words;  // this WG's two buffers
   __nv_bfloat16* d_wg = smem->d[wg];
   auto consumer = pipe.consumer();
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[wg], "fp8_c");
 
-  for (int t = order.first; t < order.count(); t += order.stride) {
+  if (order.first < order.count()) {
+    int mt, nt;
+    order.tile(order.first, mt, nt);
+    copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
+  }
+  int buf = 0;  // which of the two B-scale buffers holds this tile's rows
+  for (int t = order.first; t < order.count(); t += order.stride, buf ^= 1) {
     int mt, nt;
     order.tile(t, mt, nt);
     const int n0 = nt * Cfg::BLOCK_N;
-    // (clamped: a 2x2 cluster's CTA may hold an N tile past the matrix; it computes nothing)
-    const int nb0 = min(n0 / Cfg::kScaleBlock, p.num_nb - 1);
-    const int nb1 = min(nb0 + 1, p.num_nb - 1);
-    // 8-column groups [0, former) use scale block nb0, the rest nb1.
+    // 8-column groups [0, former) use the tile's first B scale row, the rest the second.
     const int former = Cfg::kUniformScaleB
                            ? Cfg::BLOCK_N / 8
                            : min(Cfg::BLOCK_N, Cfg::kScaleBlock - n0 % Cfg::kScaleBlock) / 8;
 
-    // B scales of this tile -> smem (this WG's copy). Safe to overwrite: every thread of
-    // the WG passed the previous tile's epilogue barrier, after its last read.
-    for (int i = t128; i < Cfg::kScaleBRows * p.num_kb; i += 128) {
-      const int row = i / p.num_kb, kb = i - row * p.num_kb;
-      sfb[i] = __ldg(p.b_scale + (row == 0 ? nb0 : nb1) * p.num_kb + kb);
-    }
+    // This tile's B scales landed (our copies: wait; everyone's: the barrier). Past the
+    // barrier every thread of the WG has also finished the previous tile, the last reader
+    // of the other buffer: start the next tile's copy into it.
+    __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
+    const float* sfb = sfb_wg + buf * sfb_words;
+    if (t + order.stride < order.count()) {
+      int mt_next, nt_next;
+      order.tile(t + order.stride, mt_next, nt_next);
+      copy_b_scales_async<Cfg>(sfb_wg + (buf ^ 1) * sfb_words, p, nt_next * Cfg::BLOCK_N, t128);
+    }
 
-    // Any of our rows < M, and the N tile inside the matrix?
-    const bool live = mt * Cfg::BLOCK_M + wg * Cfg::WG_M < p.m && n0 < p.n;
-    float final_acc[Cfg::kAcc];
+    // How many of our waves hold rows < M (0 when the N tile lies past the matrix).
+    const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
+    const int waves_live =
+        (n0 < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
+    float final_acc[Cfg::kWaves][Cfg::kAcc];
 #pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) final_acc[i] = 0.0f;
+    for (int w = 0; w < Cfg::kWaves; ++w)
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) final_acc[w][i] = 0.0f;
 
-    if (Cfg::kOverlap && live) {
-      mainloop_overlap<Cfg>(pipe, final_acc, sfb, wg, r0, lane, former, p.num_kb);
+    if constexpr (Cfg::kOverlap) {
+      if (waves_live > 0)
+        mainloop_overlap<Cfg>(pipe, final_acc[0], sfb, wg, r0, lane, former, p.num_kb);
+      else
+        mainloop_plain<Cfg>(consumer, final_acc, sfb, wg, r0, lane, former, p.num_kb, 0);
     } else {
-      for (int kb = 0; kb < p.num_kb; ++kb) {
-        auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
-        if (live) {
-          const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, r0, kb, p.num_kb);
-          float acc[Cfg::kAcc];
-          issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg);
-          ptx::wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
-          // Smem of this stage is no longer read (scales are in registers): free it.
-          release_input_stage<Cfg>(stage, lane);
-          std::move(stage).release_without_signal();
-          promote<Cfg>(final_acc, acc, sc, former);
-        } else {
-          release_input_stage<Cfg>(stage, lane);
-          std::move(stage).release_without_signal();
-        }
-      }
+      mainloop_plain<Cfg>(consumer, final_acc, sfb, wg, r0, lane, former, p.num_kb, waves_live);
     }
 
     // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
@@ -460,6 +524,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     named_barrier_sync(1 + wg, 128);
     const int quad = lane % 4;
     if constexpr (Cfg::kResidual) {
+      static_assert(Cfg::kWaves == 1, "residual: one wave");
       auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
       const __nv_bfloat16* c_wg = smem->c[wg];
       const float beta = p.beta;
@@ -470,29 +535,37 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
           const int off = staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
           const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(c_wg + off));
           *reinterpret_cast<__nv_bfloat162*>(d_wg + off) = __floats2bfloat162_rn(
-              fmaf(beta, cv.x, final_acc[4 * g + 2 * h]), fmaf(beta, cv.y, final_acc[4 * g + 2 * h + 1]));
+              fmaf(beta, cv.x, final_acc[0][4 * g + 2 * h]), fmaf(beta, cv.y, final_acc[0][4 * g + 2 * h + 1]));
         }
       }
       std::move(c_stage).release();  // each of the 128 threads arrives once
     } else {
 #pragma unroll
-      for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+      for (int w = 0; w < Cfg::kWaves; ++w) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int off = staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
-          *reinterpret_cast<__nv_bfloat162*>(d_wg + off) =
-              __floats2bfloat162_rn(final_acc[4 * g + 2 * h], final_acc[4 * g + 2 * h + 1]);
+        for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
+            *reinterpret_cast<__nv_bfloat162*>(d_wg + off) =
+                __floats2bfloat162_rn(final_acc[w][4 * g + 2 * h], final_acc[w][4 * g + 2 * h + 1]);
+          }
         }
       }
     }
     ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
     named_barrier_sync(1 + wg, 128);
-    if (t128 == 0 && live) {
+    if (t128 == 0 && waves_live > 0) {
 #pragma unroll
-      for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
-        if (n0 + ch * Cfg::kEpiChunk < p.n)  // chunks wholly past N: nothing to write
-          ptx::tma_store_2d(map_d, d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, n0 + ch * Cfg::kEpiChunk,
-                            mt * Cfg::BLOCK_M + wg * Cfg::WG_M);
+      for (int w = 0; w < Cfg::kWaves; ++w) {
+        if (w < waves_live) {
+#pragma unroll
+          for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
+            if (n0 + ch * Cfg::kEpiChunk < p.n)  // chunks wholly past N: nothing to write
+              ptx::tma_store_2d(map_d, d_wg + (w * Cfg::BLOCK_N / Cfg::kEpiChunk + ch) * Cfg::WG_M * Cfg::kEpiChunk,
+                                n0 + ch * Cfg::kEpiChunk, mt * Cfg::BLOCK_M + wave_row0<Cfg>(wg, w));
+        }
+      }
       ptx::tma_store_commit_group();
     }
   }
