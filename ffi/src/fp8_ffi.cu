@@ -96,6 +96,13 @@ int pick_block_m(int64_t m) {
   return v;
 }
 
+/// Ordered issue of the two math WGs' batches at BLOCK_M 256 (JAX_SM100_FP8_ORDERED = 0 |
+/// 1 overrides). Default off.
+bool pick_ordered() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_ORDERED")) return std::atoi(env) != 0;
+  return false;
+}
+
 /// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
 /// On by default for BLOCK_N <= 128 (192-wide tiles have no registers for it).
 bool pick_overlap() {
@@ -114,9 +121,10 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128,
+          bool ORDERED = false>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M, ORDERED>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -221,7 +229,10 @@ bool device_is_sm90() {
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
-    if (bm == 256) return launch<128, false, CLUSTER, false, 256>(stream, o);
+    if (bm == 256) {
+      if (pick_ordered()) return launch<128, false, CLUSTER, false, 256, true>(stream, o);
+      return launch<128, false, CLUSTER, false, 256>(stream, o);
+    }
   }
   (void)bm;
   if constexpr (CLUSTER == 4) {

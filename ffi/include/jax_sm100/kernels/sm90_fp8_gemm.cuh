@@ -59,7 +59,8 @@ constexpr uint32_t kSmemLimit = 232448;
 
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128>
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128,
+          bool ORDERED_ = false>
 struct Fp8GemmConfig {
   // 128, or 256 = two 128-row waves per K block: each B tile then feeds twice the MMA
   // work (B's L2->smem traffic per flop halves) at the cost of a second final
@@ -87,6 +88,11 @@ struct Fp8GemmConfig {
   static_assert(kWaves == 1 || (!kOverlap && BLOCK_N_ <= 128),
                 "two waves need 3 x BLOCK_N/2 registers already: BLOCK_N <= 128, no overlap");
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
+  // Ordered issue (plain main loop only): the two math WGs take turns issuing their
+  // wgmma batches, so the tensor cores run one WG's batch while the other promotes
+  // instead of running both at once and then idling while both promote.
+  static constexpr bool kOrdered = ORDERED_;
+  static_assert(!kOrdered || !kOverlap, "ordered issue is a form of the plain main loop");
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = 64;  // rows per WG per wave = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -181,6 +187,32 @@ struct GroupedTileOrder {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// Turn-taking of the two math WGs' wgmma batches (Cfg::kOrdered; otherwise no-ops).
+/// Named barrier 3 + w means "WG w may issue": WG w syncs on it before a batch (WG 0's
+/// very first batch excepted) and, after issuing, arrives on the other WG's. Both WGs
+/// run the same number of batches (a WG without rows still takes its turns), and WG 1
+/// skips its very last pass, so every barrier is balanced when the kernel ends.
+template <class Cfg>
+struct IssueTurn {
+  int wg;
+  bool first = true;
+  __device__ __forceinline__ void wait() {
+    if constexpr (Cfg::kOrdered) {
+      if (!(wg == 0 && first)) named_barrier_sync(3 + wg, 2 * 128);
+      first = false;
+    }
+  }
+  __device__ __forceinline__ void pass(bool last_batch) {
+    if constexpr (Cfg::kOrdered) {
+      if (!(wg == 1 && last_batch)) named_barrier_arrive(3 + (wg ^ 1), 2 * 128);
+    }
+  }
+};
 
 
 
@@ -428,27 +460,34 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
 /// Main loop of one tile without overlap: per K block, each live wave's 4 wgmmas, wait,
 /// then its promotion (the stage is freed once the last live wave's wgmmas are done).
 /// `waves_live` (0..kWaves) of this WG's waves hold rows < M; a dead WG still frees
-/// every stage it is handed.
+/// every stage it is handed (and takes its issue turns).
 template <class Cfg, class Consumer>
-__device__ __forceinline__ void mainloop_plain(Consumer& consumer,
+__device__ __forceinline__ void mainloop_plain(Consumer& consumer, IssueTurn<Cfg>& turn,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
                                                const float* sfb, int wg, int r0, int lane,
-                                               int former, int num_kb, int waves_live) {
+                                               int former, int num_kb, int waves_live,
+                                               bool last_tile) {
   for (int kb = 0; kb < num_kb; ++kb) {
     auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
     if (waves_live == 0) release_input_stage<Cfg>(stage, lane);
 #pragma unroll
     for (int wave = 0; wave < Cfg::kWaves; ++wave) {
+      const bool last_batch = last_tile && kb == num_kb - 1 && wave == Cfg::kWaves - 1;
       if (wave < waves_live) {
         const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, wave, r0, kb, num_kb);
         float acc[Cfg::kAcc];
+        turn.wait();
         issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg, wave);
+        turn.pass(last_batch);
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
         // Smem of this stage is no longer read (scales are in registers): free it.
         if (wave == waves_live - 1) release_input_stage<Cfg>(stage, lane);
         promote<Cfg>(final_acc[wave], acc, sc, former);
+      } else {
+        turn.wait();  // no rows here, but the other WG still alternates with us
+        turn.pass(last_batch);
       }
     }
     std::move(stage).release_without_signal();
@@ -478,6 +517,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     order.tile(order.first, mt, nt);
     copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
   }
+  IssueTurn<Cfg> turn{wg};
   int buf = 0;  // which of the two B-scale buffers holds this tile's rows
   for (int t = order.first; t < order.count(); t += order.stride, buf ^= 1) {
     int mt, nt;
@@ -510,13 +550,16 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) final_acc[w][i] = 0.0f;
 
+    const bool last_tile = t + order.stride >= order.count();
     if constexpr (Cfg::kOverlap) {
       if (waves_live > 0)
         mainloop_overlap<Cfg>(pipe, final_acc[0], sfb, wg, r0, lane, former, p.num_kb);
       else
-        mainloop_plain<Cfg>(consumer, final_acc, sfb, wg, r0, lane, former, p.num_kb, 0);
+        mainloop_plain<Cfg>(consumer, turn, final_acc, sfb, wg, r0, lane, former, p.num_kb, 0,
+                            last_tile);
     } else {
-      mainloop_plain<Cfg>(consumer, final_acc, sfb, wg, r0, lane, former, p.num_kb, waves_live);
+      mainloop_plain<Cfg>(consumer, turn, final_acc, sfb, wg, r0, lane, former, p.num_kb,
+                          waves_live, last_tile);
     }
 
     // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
