@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Nsight Compute side by side: cuBLASLt's blockwise FP8 kernel (through torch's
+# scaled_mm, BlockWise1x128 x BlockWise128x128) and our default FP8 GEMM kernel on one
+# shape (4096x7168x16384 by default): kernel name (cuBLASLt's names carry its tile and
+# cluster shape), launch configuration, speed of light, SM clock, tensor-pipe and
+# shared-memory / L2 throughput, warp stalls. Needs the package installed and torch.
+# Usage: scripts/device_ncu_cublas.sh [M N K]
+M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
+cat > /tmp/ncu_cublas_one.py <<PY
+import torch
+import torch.nn.functional as F
+from torch.nn.functional import ScalingType
+m, n, k = $M, $N, $K
+a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+sa = torch.rand(k // 128, m, device="cuda").t()   # (M, K/128), strides (1, M)
+sb = torch.rand(k // 128, n // 128, device="cuda").t()  # (N/128, K/128) as a view
+for _ in range(3):
+  F.scaled_mm(a, b.t(), sa, ScalingType.BlockWise1x128, sb, ScalingType.BlockWise128x128,
+              output_dtype=torch.bfloat16)
+torch.cuda.synchronize()
+PY
+cat > /tmp/ncu_ours_one.py <<PY
+import jax, jax.numpy as jnp, numpy as np, jax_sm100
+from jax_sm100._fp8 import _quantize
+from jax_sm100._gemm import fp8_kernel_a_scale
+m, n, k = $M, $N, $K
+a, sa = _quantize(jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16), (1, 128), np.dtype(jnp.float8_e4m3fn))
+b, sb = _quantize(jax.random.normal(jax.random.key(1), (n, k), jnp.bfloat16), (128, 128), np.dtype(jnp.float8_e4m3fn))
+f = jax.jit(lambda *x: jax.ffi.ffi_call("jax_sm100_fp8_gemm", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))(*x))
+for _ in range(3): f(a, fp8_kernel_a_scale(sa), b, sb).block_until_ready()
+PY
+cd /tmp
+sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+          --section WarpStateStats --section LaunchStats --section SchedulerStats --section InstructionStats)
+echo "== cuBLASLt blockwise ${M}x${N}x${K}"
+timeout 150 ncu --clock-control none --kernel-name regex:'gemm|xmma|cutlass' \
+  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" python3 /tmp/ncu_cublas_one.py 2>&1 | grep -v "^==PROF=="
+echo "== ours (default variant) ${M}x${N}x${K}"
+XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 150 ncu --clock-control none --kernel-name regex:sm90_fp8_gemm \
+  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" python3 /tmp/ncu_ours_one.py 2>&1 | grep -v "^==PROF=="
