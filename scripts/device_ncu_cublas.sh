@@ -14,7 +14,7 @@ m, n, k = $M, $N, $K
 a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
 b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
 sa = torch.rand(k // 128, m, device="cuda").t()   # (M, K/128), strides (1, M)
-sb = torch.rand(k // 128, n // 128, device="cuda").t()  # (N/128, K/128) as a view
+sb = torch.rand(n // 128, k // 128, device="cuda").t()  # (K/128, N/128), a view of (N/128, K/128)
 for _ in range(3):
   F.scaled_mm(a, b.t(), sa, ScalingType.BlockWise1x128, sb, ScalingType.BlockWise128x128,
               output_dtype=torch.bfloat16)
