@@ -60,7 +60,7 @@ constexpr uint32_t kSmemLimit = 232448;
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
 template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128,
-          bool ORDERED_ = false>
+          bool ORDERED_ = false, bool DIRECT_ = false>
 struct Fp8GemmConfig {
   // 128, or 256 = two 128-row waves per K block: each B tile then feeds twice the MMA
   // work (B's L2->smem traffic per flop halves) at the cost of a second final
@@ -93,6 +93,11 @@ struct Fp8GemmConfig {
   // instead of running both at once and then idling while both promote.
   static constexpr bool kOrdered = ORDERED_;
   static_assert(!kOrdered || !kOverlap, "ordered issue is a form of the plain main loop");
+  // Direct epilogue: each thread stores its bf16 pairs straight from registers to global
+  // memory (no D staging in shared memory, no TMA store), which leaves room for one more
+  // pipeline stage. The residual form keeps the staged epilogue (C arrives by TMA).
+  static constexpr bool kDirectStore = DIRECT_;
+  static_assert(!kDirectStore || !RESIDUAL_, "direct epilogue: no residual");
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = 64;  // rows per WG per wave = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -117,7 +122,8 @@ struct Fp8GemmConfig {
                                                     BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
   static constexpr uint32_t kStageBytes =
       Payload::a_bytes + Payload::b_bytes + Payload::sfa_stride * sizeof(float);
-  static constexpr uint32_t kDBytes = kMathWGs * kWaves * WG_M * BLOCK_N * 2;  // bf16 staging of D
+  static constexpr uint32_t kDBytes =
+      kDirectStore ? 0 : kMathWGs * kWaves * WG_M * BLOCK_N * 2;  // bf16 staging of D
   static constexpr uint32_t kCBytes = kResidual ? kDBytes : 0;        // one C stage per WG
   // B scales: per WG two buffers (this tile's, the next tile's) of kScaleBRows x num_kb.
   static constexpr uint32_t kSfbBytes = kMathWGs * 2 * kScaleBRows * kMaxKBlocks * sizeof(float);
@@ -137,7 +143,7 @@ struct Fp8GemmConfig {
   /// Fixed part of shared memory (the B-scale rows follow it, sized by K at launch).
   struct alignas(1024) Smem {
     Tiles tiles;                                              // (STAGES, ...) A, B, A-scales
-    alignas(1024) __nv_bfloat16 d[kMathWGs][kWaves * WG_M * BLOCK_N];  // (WG, wave, BLOCK_N/64, 64, 64) swz128
+    alignas(1024) __nv_bfloat16 d[kMathWGs][kDirectStore ? 8 : kWaves * WG_M * BLOCK_N];  // (WG, wave, BLOCK_N/64, 64, 64) swz128
     alignas(1024) __nv_bfloat16 c[kResidual ? kMathWGs : 1][kResidual ? WG_M * BLOCK_N : 8];
     pipeline::DeviceBarrier input_bars[2 * STAGES];
     pipeline::DeviceBarrier epi_bars[kMathWGs][2];
@@ -157,6 +163,7 @@ struct Fp8GemmParams {
   int num_nb;               // ceil(N / 128): rows of b_scale
   int num_m_tiles, num_n_tiles;
   const float* b_scale;     // (num_nb, num_kb) row-major
+  __nv_bfloat16* d;         // (M, N) row-major (the direct epilogue's destination)
   float beta;               // residual only
 };
 
@@ -562,10 +569,32 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
                           waves_live, last_tile);
     }
 
+    const int quad = lane % 4;
+    if constexpr (Cfg::kDirectStore) {
+      // ---- direct epilogue: fp32 -> bf16 pairs -> global, clipped to M x N ----
+      // (N % 8 == 0 and the pair's first column is even: a pair is wholly in or out.)
+#pragma unroll
+      for (int w = 0; w < Cfg::kWaves; ++w) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = mt * Cfg::BLOCK_M + wave_row0<Cfg>(wg, w) + r0 + 8 * h;
+          if (w < waves_live && row < p.m) {
+            __nv_bfloat16* d_row = p.d + static_cast<size_t>(row) * p.n;
+#pragma unroll
+            for (int g = 0; g < Cfg::kAcc / 4; ++g) {
+              const int col = n0 + g * 8 + 2 * quad;
+              if (col < p.n)
+                *reinterpret_cast<__nv_bfloat162*>(d_row + col) = __floats2bfloat162_rn(
+                    final_acc[w][4 * g + 2 * h], final_acc[w][4 * g + 2 * h + 1]);
+            }
+          }
+        }
+      }
+      continue;
+    }
     // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
     if (t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
     named_barrier_sync(1 + wg, 128);
-    const int quad = lane % 4;
     if constexpr (Cfg::kResidual) {
       static_assert(Cfg::kWaves == 1, "residual: one wave");
       auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
