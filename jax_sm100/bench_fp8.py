@@ -343,13 +343,11 @@ def bench_gemm(shapes, reps, log):
   return rows, blk_name, why
 
 
-# (BLOCK_M, BLOCK_N, cluster, overlapped promotion, ordered issue, direct epilogue),
-# environment overrides.
-SWEEP_VARIANTS = (("128", "128", "1", "1", "0", "0"), ("128", "128", "2", "1", "0", "0"),
-                  ("128", "128", "1", "1", "0", "1"), ("128", "128", "2", "1", "0", "1"),
-                  ("256", "128", "2", "0", "0", "0"), ("256", "128", "2", "0", "0", "1"),
-                  ("256", "128", "2", "0", "1", "0"))
-SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "ORDERED", "DIRECT")
+# (BLOCK_M, BLOCK_N, cluster, overlapped promotion), environment overrides.
+SWEEP_VARIANTS = (("128", "128", "1", "1"), ("128", "128", "2", "1"), ("128", "128", "4", "1"),
+                  ("128", "128", "2", "0"), ("128", "192", "2", "0"),
+                  ("256", "128", "1", "0"), ("256", "128", "2", "0"))
+SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP")
 SWEEP_ROUNDS = 3
 
 
@@ -374,13 +372,12 @@ def sweep(shapes, reps, log):
           os.environ["JAX_SM100_FP8_" + name] = val
         sec = gpu_time_jax(torch, call, tsets) if torch else time_jax(call, tsets, reps)
         runs[v].append(flops / sec / 1e12)
-    for (bm, bn, cl, ov, od, di), tf in runs.items():
+    for (bm, bn, cl, ov), tf in runs.items():
       r = {"shape": [m, n, k], "block_m": int(bm), "block_n": int(bn), "cluster": int(cl),
-           "overlap": int(ov), "ordered": int(od), "direct": int(di),
-           "timing": "gpu" if torch else "wall",
+           "overlap": int(ov), "timing": "gpu" if torch else "wall",
            "ours_kernel": statistics.median(tf), "ours_kernel_rounds": tf}
       out.append(r)
-      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov} ordered={od} direct={di}: "
+      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov}: "
           f"{r['ours_kernel']:.1f} TFLOP/s ({r['timing']} time; rounds: "
           + " ".join(f"{x:.0f}" for x in tf) + ")")
     del sets, tsets

@@ -153,30 +153,21 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _ORDERED, _DIRECT). Cluster 4 is 2x2 (A
-# and B multicast). BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no
-# overlapped form; the residual target and M <= 128 run 128-row tiles); ordered = the two
-# math WGs take turns issuing (256 only); direct = epilogue stores straight from
-# registers (non-residual, 128-wide tiles only). With no override the handler picks
+# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M). Cluster 4 is 2x2 (A and B multicast).
+# BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no overlapped form; the
+# residual target and M <= 128 run 128-row tiles). With no override the handler picks
 # cluster 2 + overlap whenever M spans two tiles.
-VARIANTS = {"c1": ("1", "0", "128", "0", "0"), "c1_overlap": ("1", "1", "128", "0", "0"),
-            "c2_multicast": ("2", "0", "128", "0", "0"), "c2_overlap": ("2", "1", "128", "0", "0"),
-            "c1_overlap_direct": ("1", "1", "128", "0", "1"),
-            "c2_overlap_direct": ("2", "1", "128", "0", "1"),
-            "c1_m256": ("1", "0", "256", "0", "0"), "c2_m256": ("2", "0", "256", "0", "0"),
-            "c2_m256_direct": ("2", "0", "256", "0", "1"),
-            "c1_m256_ordered": ("1", "0", "256", "1", "0"),
-            "c2_m256_ordered": ("2", "0", "256", "1", "0"),
-            "c4_multicast": ("4", "0", "128", "0", "0"), "c4_overlap": ("4", "1", "128", "0", "0")}
+VARIANTS = {"c1": ("1", "0", "128"), "c1_overlap": ("1", "1", "128"),
+            "c2_multicast": ("2", "0", "128"), "c2_overlap": ("2", "1", "128"),
+            "c1_m256": ("1", "0", "256"), "c2_m256": ("2", "0", "256"),
+            "c4_multicast": ("4", "0", "128"), "c4_overlap": ("4", "1", "128")}
 
 
 def set_variant(monkeypatch, name):
-  cluster, overlap, block_m, ordered, direct = VARIANTS[name]
-  monkeypatch.setenv("JAX_SM100_FP8_DIRECT", direct)
+  cluster, overlap, block_m = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
   monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
   monkeypatch.setenv("JAX_SM100_FP8_BLOCK_M", block_m)
-  monkeypatch.setenv("JAX_SM100_FP8_ORDERED", ordered)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

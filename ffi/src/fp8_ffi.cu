@@ -96,21 +96,6 @@ int pick_block_m(int64_t m) {
   return v;
 }
 
-/// Ordered issue of the two math WGs' batches at BLOCK_M 256 (JAX_SM100_FP8_ORDERED = 0 |
-/// 1 overrides). Default off.
-bool pick_ordered() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_ORDERED")) return std::atoi(env) != 0;
-  return false;
-}
-
-/// Direct epilogue (registers -> global, no D staging: one more stage; JAX_SM100_FP8_DIRECT
-/// = 0 | 1 overrides), for the non-residual 128x128 overlapped and 256x128 kernels.
-/// Default off.
-bool pick_direct() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_DIRECT")) return std::atoi(env) != 0;
-  return false;
-}
-
 /// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
 /// On by default for BLOCK_N <= 128 (192-wide tiles have no registers for it).
 bool pick_overlap() {
@@ -129,10 +114,9 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128,
-          bool ORDERED = false, bool DIRECT = false>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M, ORDERED, DIRECT>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -173,7 +157,6 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.num_m_tiles = static_cast<int>((o.m + Cfg::BLOCK_M - 1) / Cfg::BLOCK_M);
   p.num_n_tiles = static_cast<int>((o.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N);
   p.b_scale = o.b_scale;
-  p.d = static_cast<__nv_bfloat16*>(o.d);
   p.beta = o.beta;
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
@@ -238,14 +221,7 @@ bool device_is_sm90() {
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
-    if (pick_direct() && bn == 128) {
-      if (bm == 256) return launch<128, false, CLUSTER, false, 256, false, true>(stream, o);
-      if (overlap) return launch<128, false, CLUSTER, true, 128, false, true>(stream, o);
-    }
-    if (bm == 256) {
-      if (pick_ordered()) return launch<128, false, CLUSTER, false, 256, true>(stream, o);
-      return launch<128, false, CLUSTER, false, 256>(stream, o);
-    }
+    if (bm == 256) return launch<128, false, CLUSTER, false, 256>(stream, o);
   }
   (void)bm;
   if constexpr (CLUSTER == 4) {

@@ -45,6 +45,7 @@
 #include "jax_sm100/pipeline/tile_pipeline.h"
 #include "jax_sm100/ptx/elect.cuh"
 #include "jax_sm100/ptx/fence.cuh"
+#include "jax_sm100/ptx/ld_shared.cuh"
 #include "jax_sm100/ptx/mbarrier.cuh"
 #include "jax_sm100/ptx/tma.cuh"
 #include "jax_sm100/ptx/wgmma.cuh"
@@ -59,8 +60,7 @@ constexpr uint32_t kSmemLimit = 232448;
 
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128,
-          bool ORDERED_ = false, bool DIRECT_ = false>
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128>
 struct Fp8GemmConfig {
   // 128, or 256 = two 128-row waves per K block: each B tile then feeds twice the MMA
   // work (B's L2->smem traffic per flop halves) at the cost of a second final
@@ -88,16 +88,6 @@ struct Fp8GemmConfig {
   static_assert(kWaves == 1 || (!kOverlap && BLOCK_N_ <= 128),
                 "two waves need 3 x BLOCK_N/2 registers already: BLOCK_N <= 128, no overlap");
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
-  // Ordered issue (plain main loop only): the two math WGs take turns issuing their
-  // wgmma batches, so the tensor cores run one WG's batch while the other promotes
-  // instead of running both at once and then idling while both promote.
-  static constexpr bool kOrdered = ORDERED_;
-  static_assert(!kOrdered || !kOverlap, "ordered issue is a form of the plain main loop");
-  // Direct epilogue: each thread stores its bf16 pairs straight from registers to global
-  // memory (no D staging in shared memory, no TMA store), which leaves room for one more
-  // pipeline stage. The residual form keeps the staged epilogue (C arrives by TMA).
-  static constexpr bool kDirectStore = DIRECT_;
-  static_assert(!kDirectStore || !RESIDUAL_, "direct epilogue: no residual");
   static constexpr int kMathWGs = 2;
   static constexpr int WG_M = 64;  // rows per WG per wave = one wgmma M
   static constexpr int kMathThreads = 128 * kMathWGs;
@@ -122,8 +112,7 @@ struct Fp8GemmConfig {
                                                     BLOCK_N * BLOCK_K, BLOCK_M, 1>;  // per stage
   static constexpr uint32_t kStageBytes =
       Payload::a_bytes + Payload::b_bytes + Payload::sfa_stride * sizeof(float);
-  static constexpr uint32_t kDBytes =
-      kDirectStore ? 0 : kMathWGs * kWaves * WG_M * BLOCK_N * 2;  // bf16 staging of D
+  static constexpr uint32_t kDBytes = kMathWGs * kWaves * WG_M * BLOCK_N * 2;  // bf16 staging of D
   static constexpr uint32_t kCBytes = kResidual ? kDBytes : 0;        // one C stage per WG
   // B scales: per WG two buffers (this tile's, the next tile's) of kScaleBRows x num_kb.
   static constexpr uint32_t kSfbBytes = kMathWGs * 2 * kScaleBRows * kMaxKBlocks * sizeof(float);
@@ -143,7 +132,7 @@ struct Fp8GemmConfig {
   /// Fixed part of shared memory (the B-scale rows follow it, sized by K at launch).
   struct alignas(1024) Smem {
     Tiles tiles;                                              // (STAGES, ...) A, B, A-scales
-    alignas(1024) __nv_bfloat16 d[kMathWGs][kDirectStore ? 8 : kWaves * WG_M * BLOCK_N];  // (WG, wave, BLOCK_N/64, 64, 64) swz128
+    alignas(1024) __nv_bfloat16 d[kMathWGs][kWaves * WG_M * BLOCK_N];  // (WG, wave, BLOCK_N/64, 64, 64) swz128
     alignas(1024) __nv_bfloat16 c[kResidual ? kMathWGs : 1][kResidual ? WG_M * BLOCK_N : 8];
     pipeline::DeviceBarrier input_bars[2 * STAGES];
     pipeline::DeviceBarrier epi_bars[kMathWGs][2];
@@ -163,7 +152,6 @@ struct Fp8GemmParams {
   int num_nb;               // ceil(N / 128): rows of b_scale
   int num_m_tiles, num_n_tiles;
   const float* b_scale;     // (num_nb, num_kb) row-major
-  __nv_bfloat16* d;         // (M, N) row-major (the direct epilogue's destination)
   float beta;               // residual only
 };
 
@@ -195,31 +183,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-/// Turn-taking of the two math WGs' wgmma batches (Cfg::kOrdered; otherwise no-ops).
-/// Named barrier 3 + w means "WG w may issue": WG w syncs on it before a batch (WG 0's
-/// very first batch excepted) and, after issuing, arrives on the other WG's. Both WGs
-/// run the same number of batches (a WG without rows still takes its turns), and WG 1
-/// skips its very last pass, so every barrier is balanced when the kernel ends.
-template <class Cfg>
-struct IssueTurn {
-  int wg;
-  bool first = true;
-  __device__ __forceinline__ void wait() {
-    if constexpr (Cfg::kOrdered) {
-      if (!(wg == 0 && first)) named_barrier_sync(3 + wg, 2 * 128);
-      first = false;
-    }
-  }
-  __device__ __forceinline__ void pass(bool last_batch) {
-    if constexpr (Cfg::kOrdered) {
-      if (!(wg == 1 && last_batch)) named_barrier_arrive(3 + (wg ^ 1), 2 * 128);
-    }
-  }
-};
 
 
 
@@ -354,31 +317,62 @@ __device__ __forceinline__ int wave_row0(int wg, int wave) {
   return wave * Cfg::kMathWGs * Cfg::WG_M + wg * Cfg::WG_M;
 }
 
+/// The wgmma shared-memory descriptors of every stage's A (this WG's rows) and B tile,
+/// kept as 32-bit low words computed once per kernel: the main loop then builds each
+/// descriptor with an add (start address >> 4 in the low word; the high word, SBO 1024
+/// and the 128-byte swizzle, is the same for every tile), instead of re-deriving shared
+/// addresses from generic pointers every K block.
 template <class Cfg>
-__device__ __forceinline__ KScales read_scales(const float* sfa_stage, const float* sfb, int wg,
-                                               int wave, int r0, int kb, int num_kb) {
-  const float* sfa = sfa_stage + wave_row0<Cfg>(wg, wave);
-  const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
-  const float sb0 = sfb[kb];
-  const float sb1 = Cfg::kUniformScaleB ? sb0 : sfb[num_kb + kb];
+struct TileDescs {
+  uint32_t a_lo0, b_lo0;  // stage 0: A at this WG's wave-0 rows, B
+  static constexpr uint32_t kAStride = Cfg::Tiles::a_bytes >> 4, kBStride = Cfg::Tiles::b_bytes >> 4;
+  __device__ __forceinline__ TileDescs(typename Cfg::Tiles& tiles, int wg, int r0) {
+    sfa0 = ptx::smem_addr(tiles.sfa_tile(0) + wave_row0<Cfg>(wg, 0) + r0);
+    a_lo0 = static_cast<uint32_t>(ptx::make_smem_desc(
+        ptx::smem_addr(tiles.a_tile(0) + wave_row0<Cfg>(wg, 0) * Cfg::BLOCK_K), 0, 1024,
+        ptx::WgmmaSwizzle::k128B));
+    b_lo0 = static_cast<uint32_t>(
+        ptx::make_smem_desc(ptx::smem_addr(tiles.b_tile(0)), 0, 1024, ptx::WgmmaSwizzle::k128B));
+  }
+  __device__ __forceinline__ uint32_t a_lo(uint32_t stage, int wave) const {
+    return a_lo0 + stage * kAStride + (wave * Cfg::kMathWGs * Cfg::WG_M * Cfg::BLOCK_K >> 4);
+  }
+  __device__ __forceinline__ uint32_t b_lo(uint32_t stage) const { return b_lo0 + stage * kBStride; }
+  /// Shared address of A's scale for row r0 of this WG's wave-0 rows in stage `stage`.
+  uint32_t sfa0;
+  static constexpr uint32_t kSfaStride = Cfg::Tiles::sfa_stride * sizeof(float);
+  __device__ __forceinline__ uint32_t sfa(uint32_t stage, int wave) const {
+    return sfa0 + stage * kSfaStride + wave * Cfg::kMathWGs * Cfg::WG_M * sizeof(float);
+  }
+  static __device__ __forceinline__ uint64_t desc(uint32_t lo) {
+    const uint64_t hi = ptx::make_smem_desc(0, 0, 1024, ptx::WgmmaSwizzle::k128B) >> 32;
+    return (hi << 32) | lo;
+  }
+};
+
+/// The four products a_scale[row] * b_scale[col block] of K block kb for rows r0, r0 + 8
+/// of wave `wave` (stage `stage`); `sfb` is the shared address of this tile's B-scale rows.
+template <class Cfg>
+__device__ __forceinline__ KScales read_scales(const TileDescs<Cfg>& descs, uint32_t stage, int wave,
+                                               uint32_t sfb, int kb, int num_kb) {
+  const uint32_t sfa = descs.sfa(stage, wave);
+  const float sa0 = ptx::ld_shared_f32(sfa), sa1 = ptx::ld_shared_f32(sfa + 8 * sizeof(float));
+  const float sb0 = ptx::ld_shared_f32(sfb + kb * sizeof(float));
+  const float sb1 = Cfg::kUniformScaleB ? sb0 : ptx::ld_shared_f32(sfb + (num_kb + kb) * sizeof(float));
   return KScales{sa0 * sb0, sa0 * sb1, sa1 * sb0, sa1 * sb1};
 }
 
-/// 4 x wgmma m64nNk32 over one 128-wide K block (WG wg's 64 rows of wave `wave`) into a
-/// fresh accumulator; committed as one group (not waited for).
+/// 4 x wgmma m64nNk32 over one 128-wide K block into a fresh accumulator (descriptor low
+/// words of the A rows and B tile, see TileDescs); committed as one group (not waited for).
 template <class Cfg>
-__device__ __forceinline__ void issue_k_block(float (&acc)[Cfg::kAcc], const uint8_t* a_tile,
-                                              const uint8_t* b_tile, int wg, int wave) {
-  const uint64_t desc_a = ptx::make_smem_desc(ptx::smem_addr(a_tile + wave_row0<Cfg>(wg, wave) * Cfg::BLOCK_K),
-                                              0, 1024, ptx::WgmmaSwizzle::k128B);
-  const uint64_t desc_b = ptx::make_smem_desc(ptx::smem_addr(b_tile), 0, 1024,
-                                              ptx::WgmmaSwizzle::k128B);
+__device__ __forceinline__ void issue_k_block(float (&acc)[Cfg::kAcc], uint32_t a_lo, uint32_t b_lo) {
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
   ptx::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)  // k32 slices: +32 bytes = +2 in the desc
-    Cfg::Mma::mma(acc, desc_a + 2 * k, desc_b + 2 * k, k > 0 ? 1 : 0);
+    Cfg::Mma::mma(acc, TileDescs<Cfg>::desc(a_lo + 2 * k), TileDescs<Cfg>::desc(b_lo + 2 * k),
+                  k > 0 ? 1 : 0);
   ptx::wgmma_commit();
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
@@ -406,23 +400,23 @@ __device__ __forceinline__ void promote(float (&final_acc)[Cfg::kAcc], const flo
 /// consumer_step) instead of the one-at-a-time stage handles.
 template <class Cfg>
 __device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
-                                                 float (&final_acc)[Cfg::kAcc], const float* sfb,
-                                                 int wg, int r0, int lane, int former, int num_kb) {
+                                                 const TileDescs<Cfg>& descs,
+                                                 float (&final_acc)[Cfg::kAcc], uint32_t sfb,
+                                                 int lane, int former, int num_kb) {
   auto& ring = pipe.pipeline;
-  auto& tiles = *pipe.tiles;
   float acc0[Cfg::kAcc], acc1[Cfg::kAcc];
   ring.wait_producer();
   uint32_t s_prev = ring.consumer_stage();
-  KScales sc_prev = read_scales<Cfg>(tiles.sfa_tile(s_prev), sfb, wg, 0, r0, 0, num_kb);
-  issue_k_block<Cfg>(acc0, tiles.a_tile(s_prev), tiles.b_tile(s_prev), wg, 0);
+  KScales sc_prev = read_scales<Cfg>(descs, s_prev, 0, sfb, 0, num_kb);
+  issue_k_block<Cfg>(acc0, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
   ring.consumer_step();
 
   // Issue K block kb into `next`, then retire K block kb-1 from `prev`.
   auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc], int kb) {
     ring.wait_producer();
     const uint32_t s = ring.consumer_stage();
-    const KScales sc = read_scales<Cfg>(tiles.sfa_tile(s), sfb, wg, 0, r0, kb, num_kb);
-    issue_k_block<Cfg>(next, tiles.a_tile(s), tiles.b_tile(s), wg, 0);
+    const KScales sc = read_scales<Cfg>(descs, s, 0, sfb, kb, num_kb);
+    issue_k_block<Cfg>(next, descs.a_lo(s, 0), descs.b_lo(s));
     ring.consumer_step();
     ptx::wgmma_wait<1>();  // K block kb-1 done; kb may still run
 #pragma unroll
@@ -467,34 +461,27 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
 /// Main loop of one tile without overlap: per K block, each live wave's 4 wgmmas, wait,
 /// then its promotion (the stage is freed once the last live wave's wgmmas are done).
 /// `waves_live` (0..kWaves) of this WG's waves hold rows < M; a dead WG still frees
-/// every stage it is handed (and takes its issue turns).
+/// every stage it is handed.
 template <class Cfg, class Consumer>
-__device__ __forceinline__ void mainloop_plain(Consumer& consumer, IssueTurn<Cfg>& turn,
+__device__ __forceinline__ void mainloop_plain(Consumer& consumer, const TileDescs<Cfg>& descs,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                               const float* sfb, int wg, int r0, int lane,
-                                               int former, int num_kb, int waves_live,
-                                               bool last_tile) {
+                                               uint32_t sfb, int lane,
+                                               int former, int num_kb, int waves_live) {
   for (int kb = 0; kb < num_kb; ++kb) {
     auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
     if (waves_live == 0) release_input_stage<Cfg>(stage, lane);
 #pragma unroll
     for (int wave = 0; wave < Cfg::kWaves; ++wave) {
-      const bool last_batch = last_tile && kb == num_kb - 1 && wave == Cfg::kWaves - 1;
       if (wave < waves_live) {
-        const KScales sc = read_scales<Cfg>(stage.sfa_tile(), sfb, wg, wave, r0, kb, num_kb);
+        const KScales sc = read_scales<Cfg>(descs, stage.index(), wave, sfb, kb, num_kb);
         float acc[Cfg::kAcc];
-        turn.wait();
-        issue_k_block<Cfg>(acc, stage.a_tile(), stage.b_tile(), wg, wave);
-        turn.pass(last_batch);
+        issue_k_block<Cfg>(acc, descs.a_lo(stage.index(), wave), descs.b_lo(stage.index()));
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
         // Smem of this stage is no longer read (scales are in registers): free it.
         if (wave == waves_live - 1) release_input_stage<Cfg>(stage, lane);
         promote<Cfg>(final_acc[wave], acc, sc, former);
-      } else {
-        turn.wait();  // no rows here, but the other WG still alternates with us
-        turn.pass(last_batch);
       }
     }
     std::move(stage).release_without_signal();
@@ -524,7 +511,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     order.tile(order.first, mt, nt);
     copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
   }
-  IssueTurn<Cfg> turn{wg};
+  const TileDescs<Cfg> descs(*pipe.tiles, wg, r0);
   int buf = 0;  // which of the two B-scale buffers holds this tile's rows
   for (int t = order.first; t < order.count(); t += order.stride, buf ^= 1) {
     int mt, nt;
@@ -540,7 +527,7 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
     // of the other buffer: start the next tile's copy into it.
     __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
-    const float* sfb = sfb_wg + buf * sfb_words;
+    const uint32_t sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);
     if (t + order.stride < order.count()) {
       int mt_next, nt_next;
       order.tile(t + order.stride, mt_next, nt_next);
@@ -557,44 +544,19 @@ __device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typenam
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) final_acc[w][i] = 0.0f;
 
-    const bool last_tile = t + order.stride >= order.count();
     if constexpr (Cfg::kOverlap) {
       if (waves_live > 0)
-        mainloop_overlap<Cfg>(pipe, final_acc[0], sfb, wg, r0, lane, former, p.num_kb);
+        mainloop_overlap<Cfg>(pipe, descs, final_acc[0], sfb, lane, former, p.num_kb);
       else
-        mainloop_plain<Cfg>(consumer, turn, final_acc, sfb, wg, r0, lane, former, p.num_kb, 0,
-                            last_tile);
+        mainloop_plain<Cfg>(consumer, descs, final_acc, sfb, lane, former, p.num_kb, 0);
     } else {
-      mainloop_plain<Cfg>(consumer, turn, final_acc, sfb, wg, r0, lane, former, p.num_kb,
-                          waves_live, last_tile);
+      mainloop_plain<Cfg>(consumer, descs, final_acc, sfb, lane, former, p.num_kb, waves_live);
     }
 
-    const int quad = lane % 4;
-    if constexpr (Cfg::kDirectStore) {
-      // ---- direct epilogue: fp32 -> bf16 pairs -> global, clipped to M x N ----
-      // (N % 8 == 0 and the pair's first column is even: a pair is wholly in or out.)
-#pragma unroll
-      for (int w = 0; w < Cfg::kWaves; ++w) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = mt * Cfg::BLOCK_M + wave_row0<Cfg>(wg, w) + r0 + 8 * h;
-          if (w < waves_live && row < p.m) {
-            __nv_bfloat16* d_row = p.d + static_cast<size_t>(row) * p.n;
-#pragma unroll
-            for (int g = 0; g < Cfg::kAcc / 4; ++g) {
-              const int col = n0 + g * 8 + 2 * quad;
-              if (col < p.n)
-                *reinterpret_cast<__nv_bfloat162*>(d_row + col) = __floats2bfloat162_rn(
-                    final_acc[w][4 * g + 2 * h], final_acc[w][4 * g + 2 * h + 1]);
-            }
-          }
-        }
-      }
-      continue;
-    }
     // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
     if (t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
     named_barrier_sync(1 + wg, 128);
+    const int quad = lane % 4;
     if constexpr (Cfg::kResidual) {
       static_assert(Cfg::kWaves == 1, "residual: one wave");
       auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
