@@ -6,6 +6,7 @@
 # shared-memory / L2 throughput, warp stalls. Needs the package installed and torch.
 # Usage: scripts/device_ncu_cublas.sh [M N K]
 M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
+launches="python3 $(cd "$(dirname "$0")" && pwd)/fp8_gemm_launches.py"  # three launches of the FFI target
 cat > /tmp/ncu_cublas_one.py <<PY
 import torch
 import torch.nn.functional as F
@@ -19,16 +20,6 @@ for _ in range(3):
   F.scaled_mm(a, b.t(), sa, ScalingType.BlockWise1x128, sb, ScalingType.BlockWise128x128,
               output_dtype=torch.bfloat16)
 torch.cuda.synchronize()
-PY
-cat > /tmp/ncu_ours_one.py <<PY
-import jax, jax.numpy as jnp, numpy as np, jax_sm100
-from jax_sm100._fp8 import _quantize
-from jax_sm100._gemm import fp8_kernel_a_scale
-m, n, k = $M, $N, $K
-a, sa = _quantize(jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16), (1, 128), np.dtype(jnp.float8_e4m3fn))
-b, sb = _quantize(jax.random.normal(jax.random.key(1), (n, k), jnp.bfloat16), (128, 128), np.dtype(jnp.float8_e4m3fn))
-f = jax.jit(lambda *x: jax.ffi.ffi_call("jax_sm100_fp8_gemm", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))(*x))
-for _ in range(3): f(a, fp8_kernel_a_scale(sa), b, sb).block_until_ready()
 PY
 cd /tmp
 # cuBLASLt's kernel: the longest kernel of the scaled_mm calls, by name (torch.profiler).
@@ -51,4 +42,4 @@ timeout 150 ncu --clock-control none --kernel-name "regex:$kre" \
   --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" python3 /tmp/ncu_cublas_one.py 2>&1 | grep -v "^==PROF=="
 echo "== ours (default variant) ${M}x${N}x${K}"
 XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 150 ncu --clock-control none --kernel-name regex:sm90_fp8_gemm \
-  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" python3 /tmp/ncu_ours_one.py 2>&1 | grep -v "^==PROF=="
+  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" $launches $M $N $K 2>&1 | grep -v "^==PROF=="

@@ -5,19 +5,9 @@
 # utilisation (tensor), shared-memory / L2 / DRAM throughput, warp stall reasons. Needs the package installed.
 # Usage: scripts/device_ncu_fp8.sh [M N K] [-- VARIANT ...]
 M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
+launches="python3 $(cd "$(dirname "$0")" && pwd)/fp8_gemm_launches.py"  # three launches of the FFI target
 shift 3 2>/dev/null; [ "${1:-}" = "--" ] && shift
 variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=("2,1,128" "4,1,128")
-cat > /tmp/ncu_fp8_one.py <<PY
-import jax, jax.numpy as jnp, numpy as np, jax_sm100
-from jax_sm100._fp8 import _quantize
-from jax_sm100._gemm import fp8_kernel_a_scale
-m, n, k = $M, $N, $K
-a, sa = _quantize(jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16), (1, 128), np.dtype(jnp.float8_e4m3fn))
-b, sb = _quantize(jax.random.normal(jax.random.key(1), (n, k), jnp.bfloat16), (128, 128), np.dtype(jnp.float8_e4m3fn))
-sa_t = fp8_kernel_a_scale(sa)  # the kernel's (ceil(K/128), round_up(M, 4)) layout
-f = jax.jit(lambda *x: jax.ffi.ffi_call("jax_sm100_fp8_gemm", jax.ShapeDtypeStruct((m, n), jnp.bfloat16))(*x))
-for _ in range(3): f(a, sa_t, b, sb).block_until_ready()
-PY
 cd /tmp
 # Sections, not raw metric names: a metric name this ncu does not know would fail the run.
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
@@ -28,5 +18,5 @@ for v in "${variants[@]}"; do
   JAX_SM100_FP8_CLUSTER=$cl JAX_SM100_FP8_OVERLAP=$ov JAX_SM100_FP8_BLOCK_N=$bn \
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 150 ncu --clock-control none \
     --kernel-name regex:sm90_fp8_gemm --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" \
-    python3 /tmp/ncu_fp8_one.py 2>&1 | grep -v "^==PROF=="
+    $launches $M $N $K 2>&1 | grep -v "^==PROF=="
 done
