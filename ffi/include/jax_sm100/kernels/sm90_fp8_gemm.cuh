@@ -393,55 +393,6 @@ __device__ __forceinline__ void promote(float (&final_acc)[Cfg::kAcc], const flo
   }
 }
 
-/// Overlapped main loop of one tile (one wave, live WG): while K block kb's accumulator is being
-/// promoted, K block kb+1's wgmmas already run into the other accumulator
-/// (wgmma.wait_group 1). Holding two stages at once, it drives the ring through the
-/// pipeline's stage-index API (wait_producer / consumer_stage / consumer_mbar /
-/// consumer_step) instead of the one-at-a-time stage handles.
-template <class Cfg>
-__device__ __forceinline__ void mainloop_overlap(typename Cfg::InputPipe& pipe,
-                                                 const TileDescs<Cfg>& descs,
-                                                 float (&final_acc)[Cfg::kAcc], uint32_t sfb,
-                                                 int lane, int former, int num_kb) {
-  auto& ring = pipe.pipeline;
-  float acc0[Cfg::kAcc], acc1[Cfg::kAcc];
-  ring.wait_producer();
-  uint32_t s_prev = ring.consumer_stage();
-  KScales sc_prev = read_scales<Cfg>(descs, s_prev, 0, sfb, 0, num_kb);
-  issue_k_block<Cfg>(acc0, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
-  ring.consumer_step();
-
-  // Issue K block kb into `next`, then retire K block kb-1 from `prev`.
-  auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc], int kb) {
-    ring.wait_producer();
-    const uint32_t s = ring.consumer_stage();
-    const KScales sc = read_scales<Cfg>(descs, s, 0, sfb, kb, num_kb);
-    issue_k_block<Cfg>(next, descs.a_lo(s, 0), descs.b_lo(s));
-    ring.consumer_step();
-    ptx::wgmma_wait<1>();  // K block kb-1 done; kb may still run
-#pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(prev[i]);
-    release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), lane);
-    promote<Cfg>(final_acc, prev, sc_prev, former);
-    s_prev = s;
-    sc_prev = sc;
-  };
-  auto finish = [&](float (&last)[Cfg::kAcc]) {
-    ptx::wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(last[i]);
-    release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), lane);
-    promote<Cfg>(final_acc, last, sc_prev, former);
-  };
-  int kb = 1;
-  while (true) {  // unrolled by two so each accumulator stays a fixed register array
-    if (kb >= num_kb) { finish(acc0); break; }
-    step(acc1, acc0, kb++);
-    if (kb >= num_kb) { finish(acc1); break; }
-    step(acc0, acc1, kb++);
-  }
-}
-
 /// B-scale rows of the tile whose first column is n0 -> `sfb` (kScaleBRows x num_kb), by
 /// cp.async (4-byte copies, one commit group): the caller waits for the group before the
 /// tile. An N tile that straddles two 128-column scale blocks needs both rows (clamped:
@@ -488,122 +439,267 @@ __device__ __forceinline__ void mainloop_plain(Consumer& consumer, const TileDes
   }
 }
 
-/// One math warpgroup: main loop with per-K-block promotion, then the epilogue.
-template <class Cfg>
-__device__ __forceinline__ void math_loop(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
-                                          float* sfb_all,
-                                          const CUtensorMap* map_d, const Fp8GemmParams& p,
-                                          GroupedTileOrder order) {
-  const int wg = threadIdx.x / 128;
-  const int t128 = threadIdx.x % 128;
-  const int lane = t128 % 32;
-  const int r0 = (t128 / 32) * 16 + lane / 4;  // accumulator rows r0 and r0 + 8 (in the WG's 64)
-  const int sfb_words = Cfg::kScaleBRows * p.num_kb;
-  float* sfb_wg = sfb_all + wg * 2 * sfb_words;  // this WG's two buffers
-  __nv_bfloat16* d_wg = smem->d[wg];
-  auto consumer = pipe.consumer();
-  // This WG's C pipeline (built from its own barriers: a run-time index into an array of
-  // pipelines would put the array in local memory).
-  typename Cfg::EpiPipe epi(smem->epi_bars[wg], "fp8_c");
+/// One tile as a math WG sees it: where it lies, which B-scale rows it reads, and how
+/// much of it is this WG's to compute and store.
+struct TileJob {
+  int t;           // index in the tile order
+  int mt, nt, n0;  // M tile, N tile, first column
+  int former;      // 8-column groups [0, former) use the tile's first B-scale row
+  int waves_live;  // this WG's waves holding rows < M (0: nothing to compute or store)
+  uint32_t sfb;    // shared address of the tile's B-scale rows
+};
 
-  if (order.first < order.count()) {
-    int mt, nt;
-    order.tile(order.first, mt, nt);
-    copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
+/// Per-WG state the main loops and epilogues share.
+template <class Cfg>
+struct MathWG {
+  int wg, t128, lane, r0;  // r0: accumulator rows r0 and r0 + 8 of the WG's 64
+  int sfb_words;           // floats in one B-scale buffer
+  float* sfb_wg;           // this WG's two B-scale buffers
+  __nv_bfloat16* d_wg;     // this WG's D staging
+  const __nv_bfloat16* c_wg;
+  int buf = 0;             // which B-scale buffer the next begun tile reads
+
+  __device__ __forceinline__ MathWG(typename Cfg::Smem* smem, float* sfb_all, const Fp8GemmParams& p)
+      : wg(threadIdx.x / 128), t128(threadIdx.x % 128), lane(threadIdx.x % 32),
+        r0(((threadIdx.x % 128) / 32) * 16 + (threadIdx.x % 32) / 4),
+        sfb_words(Cfg::kScaleBRows * p.num_kb) {
+    sfb_wg = sfb_all + wg * 2 * sfb_words;
+    d_wg = smem->d[wg];
+    c_wg = smem->c[Cfg::kResidual ? wg : 0];
   }
-  const TileDescs<Cfg> descs(*pipe.tiles, wg, r0);
-  int buf = 0;  // which of the two B-scale buffers holds this tile's rows
-  for (int t = order.first; t < order.count(); t += order.stride, buf ^= 1) {
+
+  /// How many of this WG's waves of tile t hold rows < M (0 when its N tile lies past N).
+  __device__ __forceinline__ int waves_live(const GroupedTileOrder& order, const Fp8GemmParams& p,
+                                            int t) const {
     int mt, nt;
     order.tile(t, mt, nt);
-    const int n0 = nt * Cfg::BLOCK_N;
-    // 8-column groups [0, former) use the tile's first B scale row, the rest the second.
-    const int former = Cfg::kUniformScaleB
-                           ? Cfg::BLOCK_N / 8
-                           : min(Cfg::BLOCK_N, Cfg::kScaleBlock - n0 % Cfg::kScaleBlock) / 8;
+    const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
+    return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
+  }
 
-    // This tile's B scales landed (our copies: wait; everyone's: the barrier). Past the
-    // barrier every thread of the WG has also finished the previous tile, the last reader
-    // of the other buffer: start the next tile's copy into it.
+  /// Start tile t: wait for its B scales (copied one tile ahead), then start the copy of
+  /// the next tile's into the other buffer. Every thread of the WG must call it, in tile
+  /// order: past its barrier all of them have read their last scale of the previous
+  /// tile, the last use of that buffer.
+  __device__ __forceinline__ TileJob begin_tile(const GroupedTileOrder& order, const Fp8GemmParams& p,
+                                                int t) {
+    TileJob job;
+    job.t = t;
+    order.tile(t, job.mt, job.nt);
+    job.n0 = job.nt * Cfg::BLOCK_N;
+    job.former = Cfg::kUniformScaleB
+                     ? Cfg::BLOCK_N / 8
+                     : min(Cfg::BLOCK_N, Cfg::kScaleBlock - job.n0 % Cfg::kScaleBlock) / 8;
+    job.waves_live = waves_live(order, p, t);
     __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
-    const uint32_t sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);
+    job.sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);
     if (t + order.stride < order.count()) {
       int mt_next, nt_next;
       order.tile(t + order.stride, mt_next, nt_next);
       copy_b_scales_async<Cfg>(sfb_wg + (buf ^ 1) * sfb_words, p, nt_next * Cfg::BLOCK_N, t128);
     }
+    buf ^= 1;
+    return job;
+  }
+};
 
-    // How many of our waves hold rows < M (0 when the N tile lies past the matrix).
-    const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
-    const int waves_live =
-        (n0 < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
-    float final_acc[Cfg::kWaves][Cfg::kAcc];
+/// Epilogue of one tile: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store of the
+/// WG's live rows. With the residual, it consumes the WG's C stage even when nothing is
+/// stored (the loader streams C for every tile).
+template <class Cfg>
+__device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                           const MathWG<Cfg>& m, typename Cfg::EpiPipe& epi,
+                                           const CUtensorMap* map_d, const Fp8GemmParams& p,
+                                           const TileJob& job) {
+  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
+  named_barrier_sync(1 + m.wg, 128);
+  const int quad = m.lane % 4;
+  if constexpr (Cfg::kResidual) {
+    static_assert(Cfg::kWaves == 1, "residual: one wave");
+    auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
+    const float beta = p.beta;
 #pragma unroll
-    for (int w = 0; w < Cfg::kWaves; ++w)
+    for (int g = 0; g < Cfg::kAcc / 4; ++g) {
 #pragma unroll
-      for (int i = 0; i < Cfg::kAcc; ++i) final_acc[w][i] = 0.0f;
-
-    if constexpr (Cfg::kOverlap) {
-      if (waves_live > 0)
-        mainloop_overlap<Cfg>(pipe, descs, final_acc[0], sfb, lane, former, p.num_kb);
-      else
-        mainloop_plain<Cfg>(consumer, descs, final_acc, sfb, lane, former, p.num_kb, 0);
-    } else {
-      mainloop_plain<Cfg>(consumer, descs, final_acc, sfb, lane, former, p.num_kb, waves_live);
+      for (int h = 0; h < 2; ++h) {
+        const int off = staging_offset<Cfg>(m.r0 + 8 * h, g * 8 + 2 * quad);
+        const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(m.c_wg + off));
+        *reinterpret_cast<__nv_bfloat162*>(m.d_wg + off) = __floats2bfloat162_rn(
+            fmaf(beta, cv.x, final_acc[0][4 * g + 2 * h]), fmaf(beta, cv.y, final_acc[0][4 * g + 2 * h + 1]));
+      }
     }
-
-    // ---- epilogue: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store ----
-    if (t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
-    named_barrier_sync(1 + wg, 128);
-    const int quad = lane % 4;
-    if constexpr (Cfg::kResidual) {
-      static_assert(Cfg::kWaves == 1, "residual: one wave");
-      auto c_stage = epi.acquire_consumer();  // C rows of this WG have landed
-      const __nv_bfloat16* c_wg = smem->c[wg];
-      const float beta = p.beta;
+    std::move(c_stage).release();  // each of the 128 threads arrives once
+  } else {
+#pragma unroll
+    for (int w = 0; w < Cfg::kWaves; ++w) {
 #pragma unroll
       for (int g = 0; g < Cfg::kAcc / 4; ++g) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int off = staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
-          const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(c_wg + off));
-          *reinterpret_cast<__nv_bfloat162*>(d_wg + off) = __floats2bfloat162_rn(
-              fmaf(beta, cv.x, final_acc[0][4 * g + 2 * h]), fmaf(beta, cv.y, final_acc[0][4 * g + 2 * h + 1]));
+          const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(m.r0 + 8 * h, g * 8 + 2 * quad);
+          *reinterpret_cast<__nv_bfloat162*>(m.d_wg + off) =
+              __floats2bfloat162_rn(final_acc[w][4 * g + 2 * h], final_acc[w][4 * g + 2 * h + 1]);
         }
       }
-      std::move(c_stage).release();  // each of the 128 threads arrives once
-    } else {
-#pragma unroll
-      for (int w = 0; w < Cfg::kWaves; ++w) {
-#pragma unroll
-        for (int g = 0; g < Cfg::kAcc / 4; ++g) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(r0 + 8 * h, g * 8 + 2 * quad);
-            *reinterpret_cast<__nv_bfloat162*>(d_wg + off) =
-                __floats2bfloat162_rn(final_acc[w][4 * g + 2 * h], final_acc[w][4 * g + 2 * h + 1]);
-          }
-        }
-      }
-    }
-    ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
-    named_barrier_sync(1 + wg, 128);
-    if (t128 == 0 && waves_live > 0) {
-#pragma unroll
-      for (int w = 0; w < Cfg::kWaves; ++w) {
-        if (w < waves_live) {
-#pragma unroll
-          for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
-            if (n0 + ch * Cfg::kEpiChunk < p.n)  // chunks wholly past N: nothing to write
-              ptx::tma_store_2d(map_d, d_wg + (w * Cfg::BLOCK_N / Cfg::kEpiChunk + ch) * Cfg::WG_M * Cfg::kEpiChunk,
-                                n0 + ch * Cfg::kEpiChunk, mt * Cfg::BLOCK_M + wave_row0<Cfg>(wg, w));
-        }
-      }
-      ptx::tma_store_commit_group();
     }
   }
-  if (t128 == 0) ptx::tma_store_wait_group<0>();
+  ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
+  named_barrier_sync(1 + m.wg, 128);
+  if (m.t128 == 0 && job.waves_live > 0) {
+#pragma unroll
+    for (int w = 0; w < Cfg::kWaves; ++w) {
+      if (w < job.waves_live) {
+#pragma unroll
+        for (int ch = 0; ch < Cfg::BLOCK_N / Cfg::kEpiChunk; ++ch)
+          if (job.n0 + ch * Cfg::kEpiChunk < p.n)  // chunks wholly past N: nothing to write
+            ptx::tma_store_2d(map_d, m.d_wg + (w * Cfg::BLOCK_N / Cfg::kEpiChunk + ch) * Cfg::WG_M * Cfg::kEpiChunk,
+                              job.n0 + ch * Cfg::kEpiChunk, job.mt * Cfg::BLOCK_M + wave_row0<Cfg>(m.wg, w));
+      }
+    }
+    ptx::tma_store_commit_group();
+  }
+}
+
+/// Epilogue of a tile the WG holds no rows of: only the residual's C stage to consume.
+template <class Cfg>
+__device__ __forceinline__ void skip_tile_epilogue(typename Cfg::EpiPipe& epi) {
+  if constexpr (Cfg::kResidual) {
+    auto c_stage = epi.acquire_consumer();
+    std::move(c_stage).release();
+  } else {
+    (void)epi;
+  }
+}
+
+template <class Cfg, int W>
+__device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
+#pragma unroll
+  for (int w = 0; w < W; ++w)
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc; ++i) acc[w][i] = 0.0f;
+}
+
+/// Math WG without overlapped promotion (BLOCK_M 256, BLOCK_N 192, or
+/// JAX_SM100_FP8_OVERLAP=0): tile by tile, main loop then epilogue.
+template <class Cfg>
+__device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
+                                                float* sfb_all, const CUtensorMap* map_d,
+                                                const Fp8GemmParams& p, GroupedTileOrder order) {
+  MathWG<Cfg> m(smem, sfb_all, p);
+  auto consumer = pipe.consumer();
+  // This WG's C pipeline (built from its own barriers: a run-time index into an array of
+  // pipelines would put the array in local memory).
+  typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
+  if (order.first < order.count()) {
+    int mt, nt;
+    order.tile(order.first, mt, nt);
+    copy_b_scales_async<Cfg>(m.sfb_wg, p, nt * Cfg::BLOCK_N, m.t128);
+  }
+  const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
+  for (int t = order.first; t < order.count(); t += order.stride) {
+    const TileJob job = m.begin_tile(order, p, t);
+    float final_acc[Cfg::kWaves][Cfg::kAcc];
+    zero<Cfg>(final_acc);
+    mainloop_plain<Cfg>(consumer, descs, final_acc, job.sfb, m.lane, job.former, p.num_kb,
+                        job.waves_live);
+    store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
+  }
+  if (m.t128 == 0) ptx::tma_store_wait_group<0>();
+}
+
+/// Math WG with overlapped promotion (one wave): K block kb+1's wgmmas are issued into
+/// the other accumulator before K block kb's is promoted (wgmma.wait_group 1), so the
+/// tensor cores stay busy during the FFMAs. The overlap runs across tiles: the next
+/// tile's first K block is issued before this tile's last one is promoted and stored,
+/// so the epilogue runs while the tensor cores work too. A tile the WG holds no rows of
+/// breaks the chain: its stages are freed without MMAs. Holding two stages at once, the
+/// loop drives the ring through the pipeline's stage-index API (wait_producer /
+/// consumer_stage / consumer_mbar / consumer_step).
+template <class Cfg>
+__device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
+                                                  float* sfb_all, const CUtensorMap* map_d,
+                                                  const Fp8GemmParams& p, GroupedTileOrder order) {
+  static_assert(Cfg::kWaves == 1, "overlapped promotion: one wave");
+  MathWG<Cfg> m(smem, sfb_all, p);
+  auto consumer = pipe.consumer();
+  auto& ring = pipe.pipeline;
+  typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
+  if (order.first < order.count()) {
+    int mt, nt;
+    order.tile(order.first, mt, nt);
+    copy_b_scales_async<Cfg>(m.sfb_wg, p, nt * Cfg::BLOCK_N, m.t128);
+  }
+  const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
+  float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
+
+  int t = order.first;
+  while (t < order.count()) {
+    TileJob job = m.begin_tile(order, p, t);
+    if (job.waves_live == 0) {  // nothing of ours in this tile: free its stages
+      mainloop_plain<Cfg>(consumer, descs, final_acc, 0, m.lane, 0, p.num_kb, 0);
+      skip_tile_epilogue<Cfg>(epi);
+      t += order.stride;
+      continue;
+    }
+    // A chain of live tiles. `prev`: the K block in flight (stage s_prev, its scales
+    // sc_prev, its tile's former_prev); kb: the next K block of `job` to issue.
+    zero<Cfg>(final_acc);
+    ring.wait_producer();
+    uint32_t s_prev = ring.consumer_stage();
+    KScales sc_prev = read_scales<Cfg>(descs, s_prev, 0, job.sfb, 0, p.num_kb);
+    int former_prev = job.former;
+    issue_k_block<Cfg>(acc0, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
+    ring.consumer_step();
+    int kb = 1;
+
+    // Issue the next K block (of this tile, or the first of the next) into `next`, then
+    // retire `prev`; when `prev` ended a tile, store that tile. False, issuing nothing,
+    // when `prev` ended the chain.
+    auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc]) -> bool {
+      const bool tile_end = kb == p.num_kb;
+      const TileJob done = job;
+      if (tile_end) {
+        const int t_next = job.t + order.stride;
+        if (t_next >= order.count() || m.waves_live(order, p, t_next) == 0) return false;
+        job = m.begin_tile(order, p, t_next);
+        kb = 0;
+      }
+      ring.wait_producer();
+      const uint32_t s = ring.consumer_stage();
+      const KScales sc = read_scales<Cfg>(descs, s, 0, job.sfb, kb, p.num_kb);
+      issue_k_block<Cfg>(next, descs.a_lo(s, 0), descs.b_lo(s));
+      ring.consumer_step();
+      ptx::wgmma_wait<1>();  // `prev` done; `next` may still run
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(prev[i]);
+      release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
+      promote<Cfg>(final_acc[0], prev, sc_prev, former_prev);
+      if (tile_end) {  // `next` runs on the tensor cores meanwhile
+        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+        zero<Cfg>(final_acc);
+      }
+      s_prev = s;
+      sc_prev = sc;
+      former_prev = job.former;
+      ++kb;
+      return true;
+    };
+    auto retire = [&](float (&last)[Cfg::kAcc]) {
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(last[i]);
+      release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
+      promote<Cfg>(final_acc[0], last, sc_prev, former_prev);
+    };
+    while (true) {  // unrolled by two so each accumulator stays a fixed register array
+      if (!step(acc1, acc0)) { retire(acc0); break; }
+      if (!step(acc0, acc1)) { retire(acc1); break; }
+    }
+    store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
+    t = job.t + order.stride;
+  }
+  if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
 /// The kernel. Launch: grid = a multiple of Cfg::kCluster, at most one CTA per SM (the
@@ -667,7 +763,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
-    math_loop<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
+    if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
+    else math_loop_plain<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
   }
   // No CTA may leave while its peer can still multicast into its smem or arrive on its
   // barriers.
