@@ -154,13 +154,18 @@ SHAPES = [
 
 # Kernel variants, selected through the handler's environment overrides:
 # (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M). Cluster 4 is 2x2 (A and B multicast).
-# BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no overlapped form; the
-# residual target and M <= 128 run 128-row tiles). With no override the handler picks
-# cluster 2 + overlap whenever M spans two tiles.
+# Overlap 1 is overlapped promotion within each tile, 2 across tiles as well (the next
+# tile's first K block issued before this tile's epilogue). BLOCK_M 256 is two 128-row
+# waves per K block (256x128 tiles, no overlapped form; the residual target and M <= 128
+# run 128-row tiles). With no override the handler picks cluster 2 + overlap across
+# tiles whenever M spans two tiles.
 VARIANTS = {"c1": ("1", "0", "128"), "c1_overlap": ("1", "1", "128"),
+            "c1_chain": ("1", "2", "128"),
             "c2_multicast": ("2", "0", "128"), "c2_overlap": ("2", "1", "128"),
+            "c2_chain": ("2", "2", "128"),
             "c1_m256": ("1", "0", "256"), "c2_m256": ("2", "0", "256"),
-            "c4_multicast": ("4", "0", "128"), "c4_overlap": ("4", "1", "128")}
+            "c4_multicast": ("4", "0", "128"), "c4_overlap": ("4", "1", "128"),
+            "c4_chain": ("4", "2", "128")}
 
 
 def set_variant(monkeypatch, name):
@@ -207,6 +212,26 @@ def test_fp8_gemm_many_tiles_per_cta(rng, monkeypatch, variant):
   m, n, k = 2048, 5120, 256  # 320 tiles of 256x128 (more at 128x128) on 132 SMs
   a, sa, b, sb = make_operands(rng, m, n, k)
   sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 7))[:, None], jnp.float32)
+  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("group_m", ["1", "3", "8"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_fp8_gemm_tiles_chained(rng, monkeypatch, variant, group_m):
+  """Several tiles per CTA with an odd number of K blocks (3), so consecutive tiles of a
+  CTA start in different accumulators of the overlapped loop; A scales that differ by 2^4
+  between K blocks (so every K block still weighs in the result) and B scales that
+  differ per 128-row block, so a K block promoted with another K block's or tile's
+  scales, into the wrong tile, or not at all shows; and a last M tile of 64
+  rows, so one math WG has nothing to do there and its chain of tiles breaks and
+  restarts. Tile orders with groups of 1, 3 (a partial last group) and 8 M tiles."""
+  set_variant(monkeypatch, variant)
+  monkeypatch.setenv("JAX_SM100_FP8_GROUP_M", group_m)
+  m, n, k = 2112, 3072, 384  # 17 x 24 tiles of 128x128 on 132 SMs
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  kscale = jnp.asarray(2.0 ** (4.0 * (np.arange(k // 128) % 2)), jnp.float32)
+  sa = sa * kscale[None, :]
+  sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 5))[:, None], jnp.float32)
   check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
 
 

@@ -96,11 +96,26 @@ int pick_block_m(int64_t m) {
   return v;
 }
 
-/// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
-/// On by default for BLOCK_N <= 128 (192-wide tiles have no registers for it).
-bool pick_overlap() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_OVERLAP")) return std::atoi(env) != 0;
-  return true;
+/// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 | 2
+/// overrides): 0 none, 1 within each tile, 2 (default) across tiles too (the next tile's
+/// first K block is issued before this tile's epilogue). On for BLOCK_N <= 128 (192-wide
+/// tiles have no registers for it).
+int pick_overlap() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_OVERLAP")) {
+    const int v = std::atoi(env);
+    if (v >= 0 && v <= 2) return v;
+  }
+  return 2;
+}
+
+/// M tiles per group of the persistent tile order (JAX_SM100_FP8_GROUP_M = 1..64
+/// overrides; default 8, in cluster rows).
+int pick_group_m() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_GROUP_M")) {
+    const int v = std::atoi(env);
+    if (v >= 1 && v <= 64) return v;
+  }
+  return 8;
 }
 
 struct Operands {
@@ -158,6 +173,8 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.num_n_tiles = static_cast<int>((o.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N);
   p.b_scale = o.b_scale;
   p.beta = o.beta;
+  p.chain_tiles = pick_overlap() == 2 ? 1 : 0;
+  p.group_m = pick_group_m();
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
   const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *
@@ -248,7 +265,7 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
   const int bm = pick_block_m(o.m);
   const int bn = pick_block_n(o.m, o.n);
-  const bool overlap = pick_overlap();
+  const bool overlap = pick_overlap() != 0;
   switch (pick_cluster(o.m, o.n, bm)) {
     case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
     case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bm, bn, overlap);

@@ -153,9 +153,11 @@ struct Fp8GemmParams {
   int num_m_tiles, num_n_tiles;
   const float* b_scale;     // (num_nb, num_kb) row-major
   float beta;               // residual only
+  int chain_tiles;          // overlapped form: 1 = across tiles, 0 = within each tile
+  int group_m;              // cluster rows per group of the tile order
 };
 
-/// Persistent tile order with L2-friendly grouping: consecutive tiles walk kGroupM M
+/// Persistent tile order with L2-friendly grouping: consecutive tiles walk group_m M
 /// tiles down one N column before moving right, so a wave of CTAs shares A rows and B
 /// columns. With clusters, the order is over cluster tiles (cluster_m x cluster_n
 /// tiles); CTA (rank_m, rank_n) of a cluster takes M tile cluster_row * cluster_m +
@@ -163,15 +165,15 @@ struct Fp8GemmParams {
 /// when the tile counts are odd: that CTA computes nothing, stores nothing).
 /// (A stand-in with the same contract as the bf16 kernel's scheduler.)
 struct GroupedTileOrder {
-  static constexpr int kGroupM = 8;
+  int group_m;       // cluster rows per group
   int num_m, num_n;  // cluster rows (ceil(M tiles / cluster_m)), cluster columns
   int cluster_m, cluster_n, rank_m, rank_n;
   int first, stride;  // this cluster's first cluster tile, number of clusters
   __device__ __forceinline__ void tile(int t, int& mt, int& nt) const {
-    const int per_group = kGroupM * num_n;
+    const int per_group = group_m * num_n;
     const int group = t / per_group;
-    const int first_m = group * kGroupM;
-    const int rows = min(kGroupM, num_m - first_m);
+    const int first_m = group * group_m;
+    const int rows = min(group_m, num_m - first_m);
     const int in_group = t - group * per_group;
     mt = (first_m + in_group % rows) * cluster_m + rank_m;
     nt = (in_group / rows) * cluster_n + rank_n;
@@ -661,7 +663,8 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
       const TileJob done = job;
       if (tile_end) {
         const int t_next = job.t + order.stride;
-        if (t_next >= order.count() || m.waves_live(order, p, t_next) == 0) return false;
+        if (!p.chain_tiles || t_next >= order.count() || m.waves_live(order, p, t_next) == 0)
+          return false;
         job = m.begin_tile(order, p, t_next);
         kb = 0;
       }
@@ -725,6 +728,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");
   GroupedTileOrder order;
+  order.group_m = p.group_m;
   order.num_m = (p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM;
   order.num_n = (p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN;
   order.cluster_m = Cfg::kClusterM;
