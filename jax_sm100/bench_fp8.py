@@ -343,19 +343,20 @@ def bench_gemm(shapes, reps, log):
   return rows, blk_name, why
 
 
-# (BLOCK_M, BLOCK_N, cluster, overlapped promotion, M-tile group), environment overrides.
-# Overlapped promotion: 2 across tiles (default), 1 within each tile, 0 none.
-SWEEP_VARIANTS = (("128", "128", "2", "2", "8"), ("128", "128", "2", "1", "8"),
-                  ("128", "128", "2", "2", "4"), ("128", "128", "2", "2", "16"),
-                  ("128", "128", "1", "2", "8"), ("128", "128", "4", "2", "8"),
-                  ("128", "128", "2", "0", "8"), ("256", "128", "2", "0", "8"))
-SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "GROUP_M")
+# (BLOCK_M, BLOCK_N, cluster, overlapped promotion, chained tiles, M-tile group),
+# environment overrides.
+SWEEP_VARIANTS = (("128", "128", "2", "1", "1", "8"), ("128", "128", "2", "1", "0", "8"),
+                  ("128", "128", "2", "1", "1", "4"), ("128", "128", "4", "1", "1", "8"),
+                  ("128", "128", "2", "0", "1", "8"), ("256", "128", "2", "0", "1", "8"),
+                  ("256", "128", "2", "0", "0", "8"), ("256", "128", "1", "0", "1", "8"))
+SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "CHAIN", "GROUP_M")
 SWEEP_ROUNDS = 3
 
 
 def sweep(shapes, reps, log):
-  """The kernel's TFLOP/s for tile shape x cluster size x overlapped promotion x tile-order group
-  (environment overrides read by the FFI handler at run time), to pick the defaults: by
+  """The kernel's TFLOP/s for tile shape x cluster size x overlapped promotion x chained
+  tiles x tile-order group (environment overrides read by the FFI handler at run time),
+  to pick the defaults: by
   GPU time (CUPTI) when torch is present, else by wall time. The variants are timed
   round-robin, SWEEP_ROUNDS rounds, and each reports its median round: clock and power
   drift then hits every variant alike instead of whichever ran during a slow stretch."""
@@ -374,12 +375,12 @@ def sweep(shapes, reps, log):
           os.environ["JAX_SM100_FP8_" + name] = val
         sec = gpu_time_jax(torch, call, tsets) if torch else time_jax(call, tsets, reps)
         runs[v].append(flops / sec / 1e12)
-    for (bm, bn, cl, ov, gm), tf in runs.items():
+    for (bm, bn, cl, ov, ch, gm), tf in runs.items():
       r = {"shape": [m, n, k], "block_m": int(bm), "block_n": int(bn), "cluster": int(cl),
-           "overlap": int(ov), "group_m": int(gm), "timing": "gpu" if torch else "wall",
+           "overlap": int(ov), "chain": int(ch), "group_m": int(gm), "timing": "gpu" if torch else "wall",
            "ours_kernel": statistics.median(tf), "ours_kernel_rounds": tf}
       out.append(r)
-      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov} group_m={gm}: "
+      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov} chain={ch} group_m={gm}: "
           f"{r['ours_kernel']:.1f} TFLOP/s ({r['timing']} time; rounds: "
           + " ".join(f"{x:.0f}" for x in tf) + ")")
     del sets, tsets
@@ -480,7 +481,9 @@ def main(argv=None):
   ap.add_argument("--once", type=int, nargs=3, metavar=("M", "N", "K"),
                   help="run each FP8 GEMM variant twice on one shape and exit (for ncu)")
   ap.add_argument("--sweep", action="store_true",
-                  help="also time each tile shape x cluster size x overlap x tile-order group (JAX_SM100_FP8_BLOCK_M/_BLOCK_N/_CLUSTER/_OVERLAP/_GROUP_M)")
+                  help="also time each tile shape x cluster size x overlap x chaining x "
+                       "tile-order group (JAX_SM100_FP8_BLOCK_M/_BLOCK_N/_CLUSTER/_OVERLAP/"
+                       "_CHAIN/_GROUP_M)")
   args = ap.parse_args(argv)
   os.makedirs(args.out, exist_ok=True)
   log = lambda s: print(s, flush=True)  # noqa: E731

@@ -96,16 +96,19 @@ int pick_block_m(int64_t m) {
   return v;
 }
 
-/// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 | 2
-/// overrides): 0 none, 1 within each tile, 2 (default) across tiles too (the next tile's
-/// first K block is issued before this tile's epilogue). On for BLOCK_N <= 128 (192-wide
-/// tiles have no registers for it).
-int pick_overlap() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_OVERLAP")) {
-    const int v = std::atoi(env);
-    if (v >= 0 && v <= 2) return v;
-  }
-  return 2;
+/// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
+/// On by default for BLOCK_N <= 128 (192-wide tiles have no registers for it).
+bool pick_overlap() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_OVERLAP")) return std::atoi(env) != 0;
+  return true;
+}
+
+/// Tiles chained (JAX_SM100_FP8_CHAIN = 0 | 1 overrides; default 1): the next tile's
+/// first K block is issued before this tile's epilogue, so the tensor cores work during
+/// it.
+bool pick_chain() {
+  if (const char* env = std::getenv("JAX_SM100_FP8_CHAIN")) return std::atoi(env) != 0;
+  return true;
 }
 
 /// M tiles per group of the persistent tile order (JAX_SM100_FP8_GROUP_M = 1..64
@@ -173,7 +176,7 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.num_n_tiles = static_cast<int>((o.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N);
   p.b_scale = o.b_scale;
   p.beta = o.beta;
-  p.chain_tiles = pick_overlap() == 2 ? 1 : 0;
+  p.chain_tiles = pick_chain() ? 1 : 0;
   p.group_m = pick_group_m();
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
@@ -265,7 +268,7 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
   const int bm = pick_block_m(o.m);
   const int bn = pick_block_n(o.m, o.n);
-  const bool overlap = pick_overlap() != 0;
+  const bool overlap = pick_overlap();
   switch (pick_cluster(o.m, o.n, bm)) {
     case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
     case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bm, bn, overlap);
