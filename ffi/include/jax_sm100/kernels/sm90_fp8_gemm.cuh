@@ -584,30 +584,31 @@ __device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, t
   }
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
-  bool issued = false;  // acc already holds wave 0 of K block 0 of `job` in flight
-  KScales sc_issued{};
-  TileJob job{};
-  int t = order.first;
-  while (t < order.count()) {
-    if (!issued) job = m.begin_tile(order, p, t);
-    if (job.waves_live == 0) {
+  // final_acc still holds tile `done`, to be stored once the next tile's first wgmmas
+  // are issued (the issue and its wait stay in one block: a wgmma issued in one branch
+  // and waited for in another gets them all serialized by ptxas).
+  bool pending = false;
+  TileJob done{};
+  for (int t = order.first; t < order.count(); t += order.stride) {
+    const TileJob job = m.begin_tile(order, p, t);
+    if (job.waves_live == 0) {  // nothing of ours in this tile (never pending here)
       free_tile_stages<Cfg>(ring, m.lane, p.num_kb);
       skip_tile_epilogue<Cfg>(epi);
-      t += order.stride;
       continue;
     }
-    zero<Cfg>(final_acc);
+    if (!pending) zero<Cfg>(final_acc);
     for (int kb = 0; kb < p.num_kb; ++kb) {
-      const bool first = issued && kb == 0;
-      if (!first) ring.wait_producer();  // A, B, A-scales of K block kb have landed
+      ring.wait_producer();  // A, B, A-scales of K block kb have landed
       const uint32_t s = ring.consumer_stage();
 #pragma unroll
       for (int wave = 0; wave < Cfg::kWaves; ++wave) {
         if (wave < job.waves_live) {
-          KScales sc = sc_issued;
-          if (!(first && wave == 0)) {
-            sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, p.num_kb);
-            issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
+          const KScales sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, p.num_kb);
+          issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
+          if (wave == 0 && pending) {  // the tensor cores work during the epilogue
+            store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+            zero<Cfg>(final_acc);
+            pending = false;
           }
           ptx::wgmma_wait<0>();
 #pragma unroll
@@ -619,19 +620,10 @@ __device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, t
       }
       ring.consumer_step();
     }
-    const TileJob done = job;
+    done = job;
     const int t_next = t + order.stride;
-    issued = false;
-    if (p.chain_tiles && t_next < order.count() && m.waves_live(order, p, t_next) > 0) {
-      job = m.begin_tile(order, p, t_next);
-      ring.wait_producer();
-      const uint32_t s = ring.consumer_stage();
-      sc_issued = read_scales<Cfg>(descs, s, 0, job.sfb, 0, p.num_kb);
-      issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
-      issued = true;
-    }
-    store_tile<Cfg>(final_acc, m, epi, map_d, p, done);  // the tensor cores work meanwhile
-    t = t_next;
+    pending = p.chain_tiles && t_next < order.count() && m.waves_live(order, p, t_next) > 0;
+    if (!pending) store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
   }
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
