@@ -153,7 +153,7 @@ struct Fp8GemmParams {
   int num_m_tiles, num_n_tiles;
   const float* b_scale;     // (num_nb, num_kb) row-major
   float beta;               // residual only
-  int chain_tiles;          // 1: next tile's first K block issued before the epilogue
+  int chain_tiles;          // overlapped form: 1 = next tile's first K block issued before the epilogue
   int group_m;              // cluster rows per group of the tile order
 };
 
@@ -411,6 +411,36 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
   __pipeline_commit();
 }
 
+/// Main loop of one tile without overlap: per K block, each live wave's 4 wgmmas, wait,
+/// then its promotion (the stage is freed once the last live wave's wgmmas are done).
+/// `waves_live` (0..kWaves) of this WG's waves hold rows < M; a dead WG still frees
+/// every stage it is handed.
+template <class Cfg, class Consumer>
+__device__ __forceinline__ void mainloop_plain(Consumer& consumer, const TileDescs<Cfg>& descs,
+                                               float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                               uint32_t sfb, int lane,
+                                               int former, int num_kb, int waves_live) {
+  for (int kb = 0; kb < num_kb; ++kb) {
+    auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
+    if (waves_live == 0) release_input_stage<Cfg>(stage, lane);
+#pragma unroll
+    for (int wave = 0; wave < Cfg::kWaves; ++wave) {
+      if (wave < waves_live) {
+        const KScales sc = read_scales<Cfg>(descs, stage.index(), wave, sfb, kb, num_kb);
+        float acc[Cfg::kAcc];
+        issue_k_block<Cfg>(acc, descs.a_lo(stage.index(), wave), descs.b_lo(stage.index()));
+        ptx::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+        // Smem of this stage is no longer read (scales are in registers): free it.
+        if (wave == waves_live - 1) release_input_stage<Cfg>(stage, lane);
+        promote<Cfg>(final_acc[wave], acc, sc, former);
+      }
+    }
+    std::move(stage).release_without_signal();
+  }
+}
+
 /// A tile the WG holds no rows of: free each of its stages (the other WG and the
 /// cluster peers still use them) without MMAs.
 template <class Cfg, class Ring>
@@ -563,17 +593,14 @@ __device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
     for (int i = 0; i < Cfg::kAcc; ++i) acc[w][i] = 0.0f;
 }
 
-/// Math WG without overlapped promotion (one accumulator: BLOCK_M 256, BLOCK_N 192, or
-/// JAX_SM100_FP8_OVERLAP=0): per K block, each live wave's 4 wgmmas, wait, then its
-/// promotion (the stage is freed once the last live wave's wgmmas are done). With
-/// chain_tiles, the next tile's first wave is issued before this tile's epilogue, so the
-/// tensor cores work during it.
+/// Math WG without overlapped promotion (BLOCK_M 256, BLOCK_N 192, or
+/// JAX_SM100_FP8_OVERLAP=0): tile by tile, main loop then epilogue.
 template <class Cfg>
 __device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
                                                 float* sfb_all, const CUtensorMap* map_d,
                                                 const Fp8GemmParams& p, GroupedTileOrder order) {
   MathWG<Cfg> m(smem, sfb_all, p);
-  auto& ring = pipe.pipeline;
+  auto consumer = pipe.consumer();
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
@@ -583,47 +610,13 @@ __device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, t
     copy_b_scales_async<Cfg>(m.sfb_wg, p, nt * Cfg::BLOCK_N, m.t128);
   }
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
-  float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
-  // final_acc still holds tile `done`, to be stored once the next tile's first wgmmas
-  // are issued (the issue and its wait stay in one block: a wgmma issued in one branch
-  // and waited for in another gets them all serialized by ptxas).
-  bool pending = false;
-  TileJob done{};
   for (int t = order.first; t < order.count(); t += order.stride) {
     const TileJob job = m.begin_tile(order, p, t);
-    if (job.waves_live == 0) {  // nothing of ours in this tile (never pending here)
-      free_tile_stages<Cfg>(ring, m.lane, p.num_kb);
-      skip_tile_epilogue<Cfg>(epi);
-      continue;
-    }
-    if (!pending) zero<Cfg>(final_acc);
-    for (int kb = 0; kb < p.num_kb; ++kb) {
-      ring.wait_producer();  // A, B, A-scales of K block kb have landed
-      const uint32_t s = ring.consumer_stage();
-#pragma unroll
-      for (int wave = 0; wave < Cfg::kWaves; ++wave) {
-        if (wave < job.waves_live) {
-          const KScales sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, p.num_kb);
-          issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
-          if (wave == 0 && pending) {  // the tensor cores work during the epilogue
-            store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
-            zero<Cfg>(final_acc);
-            pending = false;
-          }
-          ptx::wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
-          // Smem of this stage is no longer read (scales are in registers): free it.
-          if (wave == job.waves_live - 1) release_input_barrier<Cfg>(ring.consumer_mbar(s), m.lane);
-          promote<Cfg>(final_acc[wave], acc, sc, job.former);
-        }
-      }
-      ring.consumer_step();
-    }
-    done = job;
-    const int t_next = t + order.stride;
-    pending = p.chain_tiles && t_next < order.count() && m.waves_live(order, p, t_next) > 0;
-    if (!pending) store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+    float final_acc[Cfg::kWaves][Cfg::kAcc];
+    zero<Cfg>(final_acc);
+    mainloop_plain<Cfg>(consumer, descs, final_acc, job.sfb, m.lane, job.former, p.num_kb,
+                        job.waves_live);
+    store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
   }
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
