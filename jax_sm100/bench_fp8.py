@@ -346,9 +346,7 @@ def bench_gemm(shapes, reps, log):
 # (BLOCK_M, BLOCK_N, cluster, overlapped promotion, chained tiles, M-tile group),
 # environment overrides.
 SWEEP_VARIANTS = (("128", "128", "2", "1", "1", "8"), ("128", "128", "2", "1", "0", "8"),
-                  ("128", "128", "2", "1", "1", "4"), ("128", "128", "4", "1", "1", "8"),
-                  ("128", "128", "1", "1", "1", "8"), ("128", "128", "2", "0", "0", "8"),
-                  ("256", "128", "2", "0", "0", "8"), ("256", "128", "1", "0", "0", "8"))
+                  ("256", "128", "1", "0", "0", "8"), ("256", "128", "2", "0", "0", "8"))
 SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "CHAIN", "GROUP_M")
 SWEEP_ROUNDS = 3
 
@@ -508,7 +506,7 @@ def main(argv=None):
   log("GEMM (TFLOP/s):")
   rows, blk_name, why = bench_gemm(shapes, reps, log)
   quant = [] if args.no_quant else (log("quantization (GB/s):") or bench_quant(reps, log, args.quick))
-  sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:3], reps, log)) if args.sweep else []
+  sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:3] if args.quick else LARGE, reps, log)) if args.sweep else []
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
   summary = {}

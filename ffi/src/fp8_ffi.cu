@@ -69,12 +69,14 @@ int pick_block_n(int64_t m, int64_t n) {
 }
 
 /// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 | 4 overrides; 4 = 2x2, sharing both A
-/// and B). Default 2 (2 CTAs along M sharing B by multicast) when there are at least two
-/// M tiles: on an H200 (2026-11-22, commit e80ef63) cluster 2 with overlapped promotion
-/// was the fastest measured variant on the large shapes (1173 vs 1096 TFLOP/s at
-/// 4096x7168x16384, 1140 vs 1005 at 8192^3; the ncu profile shows L2 as the busiest unit).
+/// and B). Default for 128-row tiles: 2 (2 CTAs along M sharing B by multicast) when
+/// there are at least two M tiles: on an H200 (2026-11-22, commit e80ef63) cluster 2 with
+/// overlapped promotion was the fastest measured variant on the large shapes (1173 vs
+/// 1096 TFLOP/s at 4096x7168x16384, 1140 vs 1005 at 8192^3; the ncu profile shows L2 as
+/// the busiest unit). Default for 256-row tiles: 1 (commit 19c96e2, same run: 1217 vs
+/// 1203 at 4096x7168x16384, 1189 vs 1176 at 8192^3, 1167 vs 1151 at 4096^3).
 int pick_cluster(int64_t m, int64_t n, int bm) {
-  int v = 2;
+  int v = bm == 256 ? 1 : 2;
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
     const int e = std::atoi(env);
     if (e == 1 || e == 2 || e == 4) v = e;
@@ -86,14 +88,16 @@ int pick_cluster(int64_t m, int64_t n, int bm) {
 
 /// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 256 overrides): 256 = two 128-row waves per
 /// K block, 128-wide tiles, no overlapped form, no residual form (those run 128). Default
-/// 128.
-int pick_block_m(int64_t m) {
-  int v = 128;
-  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) {
-    if (std::atoi(env) == 256) v = 256;
-  }
-  if (m <= 128) v = 128;  // one 128-row wave holds all of M
-  return v;
+/// 256 when its tiles still fill every SM (and 128-wide tiles were picked), else 128.
+/// Each B tile then feeds twice the MMA work; the price is no overlapped promotion (its
+/// registers hold the second wave). On the H200s of 2026-11-22 (same-run sweeps in
+/// docs/device_runs/) 256x128 beat the overlapped 128x128 by 1-5% at 4096x7168x16384
+/// on three machines; on the previous session's machine it was 2.5% slower.
+int pick_block_m(int64_t m, int64_t n, int bn) {
+  if (m <= 128 || bn != 128) return 128;  // one 128-row wave holds all of M; 256 is 256x128 only
+  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) return std::atoi(env) == 256 ? 256 : 128;
+  const int64_t tiles256 = ((m + 255) / 256) * ((n + 127) / 128);
+  return tiles256 >= sm_count() ? 256 : 128;
 }
 
 /// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
@@ -268,8 +272,8 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
     return ffi::Error::InvalidArgument(
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
-  const int bm = pick_block_m(o.m);
   const int bn = pick_block_n(o.m, o.n);
+  const int bm = RESIDUAL ? 128 : pick_block_m(o.m, o.n, bn);  // no C staging room at 256
   const bool overlap = pick_overlap();
   switch (pick_cluster(o.m, o.n, bm)) {
     case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
