@@ -57,17 +57,15 @@ std::string encode_2d(CUtensorMap* map, const void* base, CUtensorMapDataType dt
 
 using jax_sm100::host::sm_count;
 
-/// Tile width override for tests (JAX_SM100_FP8_BLOCK_N = 32 | 64 | 128 | 192), else a
-/// heuristic: 128; 64 when 128-wide tiles would leave SMs idle; 32 when even 64-wide
-/// tiles would fill at most half of them (decode-like shapes, e.g. M = 16, N = 4096).
+/// Tile width override for tests (JAX_SM100_FP8_BLOCK_N = 64 | 128 | 192), else a
+/// heuristic: 128, or 64 when 128-wide tiles would leave SMs idle (decode-like shapes).
 int pick_block_n(int64_t m, int64_t n) {
   if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_N")) {
     const int v = std::atoi(env);
-    if (v == 32 || v == 64 || v == 128 || v == 192) return v;
+    if (v == 64 || v == 128 || v == 192) return v;
   }
-  const int64_t m_tiles = (m + 127) / 128;
-  if (m_tiles * ((n + 127) / 128) >= sm_count()) return 128;
-  return 2 * m_tiles * ((n + 63) / 64) <= sm_count() ? 32 : 64;
+  const int64_t tiles128 = ((m + 127) / 128) * ((n + 127) / 128);
+  return tiles128 < sm_count() ? 64 : 128;
 }
 
 /// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 | 4 overrides; 4 = 2x2, sharing both A
@@ -157,8 +155,6 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   }
 
   CUtensorMap map_a, map_b, map_sfa, map_d, map_c;
-  const CUtensorMapSwizzle kEpiSwizzle =  // D/C staging (see staging_offset)
-      Cfg::kEpiSwizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE;
   std::string err;
   err = encode_2d(&map_a, o.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.m, o.k, Cfg::BLOCK_K,
                   Cfg::BLOCK_M / Cfg::kClusterN, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -170,10 +166,10 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
                     o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   if (err.empty())
     err = encode_2d(&map_d, o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m, o.n * 2,
-                    Cfg::kEpiChunk, Cfg::WG_M, kEpiSwizzle);
+                    Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty())
     err = encode_2d(&map_c, RESIDUAL ? o.c : o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m,
-                    o.n * 2, Cfg::kEpiChunk, Cfg::WG_M, kEpiSwizzle);
+                    o.n * 2, Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return ffi::Error::Internal("fp8_gemm: " + err);
 
   fp8::Fp8GemmParams p;
@@ -247,7 +243,7 @@ bool device_is_sm90() {
 /// The instantiations one cluster size offers. 192-wide tiles have no registers for the
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
 /// then). The 2x2 cluster is instantiated at BLOCK_N 128 only, 256-row tiles at
-/// 256x128 with 1 or 2 CTAs, without residual, 32-wide tiles with 1 CTA (64 otherwise).
+/// 256x128 with 1 or 2 CTAs, without residual.
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
@@ -261,14 +257,6 @@ ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int 
     if (bn == 192) {
       if constexpr (RESIDUAL) bn = 128;
       else return launch<192, RESIDUAL, CLUSTER>(stream, o);
-    }
-    if (bn == 32) {  // 32-wide tiles: one CTA per cluster only (decode shapes have one M tile)
-      if constexpr (CLUSTER == 1) {
-        if (overlap) return launch<32, RESIDUAL, 1, true>(stream, o);
-        return launch<32, RESIDUAL, 1>(stream, o);
-      } else {
-        bn = 64;
-      }
     }
     if (overlap) {
       if (bn == 64) return launch<64, RESIDUAL, CLUSTER, true>(stream, o);

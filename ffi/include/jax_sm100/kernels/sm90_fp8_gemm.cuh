@@ -99,14 +99,11 @@ struct Fp8GemmConfig {
   // per-column choice of b scale is per group of 8 (the wgmma accumulator's grain).
   static constexpr bool kUniformScaleB = (kScaleBlock % BLOCK_N) == 0;
   static constexpr int kScaleBRows = kUniformScaleB ? 1 : 2;
-  // bf16 columns per D/C staging chunk: 64 = one 128-byte swizzle span; 32-wide tiles
-  // (decode shapes) stage one unswizzled 32-column chunk (TMA maps: no swizzle).
-  static constexpr int kEpiChunk = BLOCK_N < 64 ? BLOCK_N : 64;
-  static constexpr bool kEpiSwizzle = kEpiChunk == 64;
+  static constexpr int kEpiChunk = 64;  // bf16 columns per 128-byte swizzle span
 
-  static_assert(BLOCK_N % kEpiChunk == 0 && (BLOCK_N == 32 || BLOCK_N % 64 == 0) && BLOCK_N <= 192,
-                "BLOCK_N in {32, 64, 128, 192}: 64-column epilogue chunks (or one of 32), <= 2 "
-                "scale blocks per tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
+  static_assert(BLOCK_N % kEpiChunk == 0 && BLOCK_N <= 192,
+                "BLOCK_N in {64, 128, 192}: 64-column epilogue chunks, <= 2 scale blocks per "
+                "tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
   static_assert(BLOCK_K == kScaleBlock, "one K stage must be exactly one scale block");
   static_assert((BLOCK_N / kClusterM) % 8 == 0 && (BLOCK_M / kClusterN) % 8 == 0,
                 "multicast slices must be whole 8-row swizzle atoms");
@@ -302,11 +299,9 @@ __device__ __forceinline__ void epi_load_loop(typename Cfg::Smem* smem, const CU
 /// Element offset of (row, col) in a WG's D/C staging: 64-column chunks of 64 rows x
 /// 128 bytes with the 128-byte swizzle (16-byte unit index XOR row % 8), which is what
 /// TMA's SWIZZLE_128B reads and writes, and bank-conflict free for the accumulator
-/// layout (8 rows x 4 threads per store). 32-wide tiles: 64 plain rows of 64 bytes
-/// (2-way bank conflicts on a 2 KB store per WG; decode shapes only).
+/// layout (8 rows x 4 threads per store).
 template <class Cfg>
 __device__ __forceinline__ int staging_offset(int row, int col) {
-  if constexpr (!Cfg::kEpiSwizzle) return row * Cfg::kEpiChunk + col;  // 32-wide: plain rows
   const int chunk = col / Cfg::kEpiChunk, c = col % Cfg::kEpiChunk;
   return chunk * (Cfg::WG_M * Cfg::kEpiChunk) + row * Cfg::kEpiChunk +
          (((c / 8) ^ (row % 8)) * 8) + (c % 8);

@@ -17,28 +17,6 @@ template <int N>
 struct WgmmaFp8E4M3;
 
 template <>
-struct WgmmaFp8E4M3<32> {
-  static constexpr int kAccRegs = 16;
-  /// d (+)= A(desc_a) * B(desc_b)^T over k32; scale_d == 0 overwrites d.
-  __device__ __forceinline__ static void mma(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
-                                             int scale_d) {
-#if JAX_SM100_SM90A_DEVICE
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-        :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-#else
-    (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
-    __trap();
-#endif
-  }
-};
-
-template <>
 struct WgmmaFp8E4M3<64> {
   static constexpr int kAccRegs = 32;
   /// d (+)= A(desc_a) * B(desc_b)^T over k32; scale_d == 0 overwrites d.
