@@ -203,6 +203,21 @@ def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, variant):
         f"BLOCK_N={block_n}")
 
 
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 1024), (5, 1000, 384), (64, 2048, 512)])
+@pytest.mark.parametrize("beta", [None, 0.5])
+def test_fp8_gemm_decode_default(rng, m, n, k, beta):
+  """Decode-like shapes with the handler's own choices (no overrides: 64-wide tiles, one
+  CTA per cluster, one M tile of which one math WG holds nothing); plain and residual."""
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 4))[:, None], jnp.float32)
+  if beta is None:
+    check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
+  else:
+    c = jnp.asarray(rng.standard_normal((m, n)), jnp.bfloat16)
+    check(ffi_fp8(a, sa, b, sb, c=c, beta=beta), reference(a, sa, b, sb, c, beta),
+          f"{m}x{n}x{k} residual")
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_fp8_gemm_many_tiles_per_cta(rng, monkeypatch, variant):
   """More tiles than CTAs, so each CTA walks several N tiles, with b's scales differing
