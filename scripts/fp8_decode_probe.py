@@ -1,7 +1,7 @@
 """Decode-shape probe for the FP8 GEMM kernel: GPU time (CUPTI) of the FFI target at
 small M, against the same call with A (and its scales) zero-padded to 128 rows, so the
 kernel's A loads have no out-of-bounds rows and both math warpgroups hold rows.
-Usage (device, package installed): python3 scripts/fp8_decode_probe.py [N K] > log"""
+Usage (device, package installed): python3 scripts/fp8_decode_probe.py [N K [M ...]] > log"""
 import sys
 
 import jax
@@ -13,10 +13,11 @@ from jax_sm100.bench_fp8 import _torch, gpu_time_jax, quantized_sets
 from jax_sm100._gemm import fp8_kernel_a_scale
 
 n, k = (int(v) for v in sys.argv[1:3]) if len(sys.argv) > 2 else (4096, 7168)
+ms = [int(v) for v in sys.argv[3:]] or [16, 64, 128]
 torch, why = _torch()
 assert torch is not None, why
 print(f"device {jax.devices()[0].device_kind}  N={n} K={k}", flush=True)
-for m in (16, 64, 128):
+for m in ms:
   sets = quantized_sets(m, n, k, 32)
   plain = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
   padded = [(jnp.pad(a, ((0, 128 - m), (0, 0))), fp8_kernel_a_scale(jnp.pad(sa, ((0, 128 - m), (0, 0)),
