@@ -156,14 +156,21 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
 
   CUtensorMap map_a, map_b, map_sfa, map_d, map_c;
   std::string err;
+  // One M tile holding all of M, one CTA per cluster: A's box (and A-scales') stop at M
+  // (8-row / 4-scale granules) rather than zero-filling the tile's rows past M, which
+  // TMA does slowly (see the kernel's header). Otherwise the full tile.
+  const bool short_a = Cfg::kCluster == 1 && o.m < Cfg::BLOCK_M;
+  const uint32_t a_box_rows = short_a ? static_cast<uint32_t>((o.m + 7) / 8 * 8)
+                                      : static_cast<uint32_t>(Cfg::BLOCK_M / Cfg::kClusterN);
+  const uint32_t sfa_box = short_a ? static_cast<uint32_t>(o.mp) : static_cast<uint32_t>(Cfg::BLOCK_M);
   err = encode_2d(&map_a, o.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.m, o.k, Cfg::BLOCK_K,
-                  Cfg::BLOCK_M / Cfg::kClusterN, CU_TENSOR_MAP_SWIZZLE_128B);
+                  a_box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty())
     err = encode_2d(&map_b, o.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, o.k, o.n, o.k, Cfg::BLOCK_K,
                     Cfg::BLOCK_N / Cfg::kClusterM, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err.empty())
     err = encode_2d(&map_sfa, o.a_scale_t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, o.mp, num_kb,
-                    o.mp * 4, Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+                    o.mp * 4, sfa_box, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
   if (err.empty())
     err = encode_2d(&map_d, o.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, o.n, o.m, o.n * 2,
                     Cfg::kEpiChunk, Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -183,6 +190,10 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.b_scale = o.b_scale;
   p.beta = o.beta;
   p.chain_tiles = pick_chain() ? 1 : 0;
+  // Every CTA's full barrier gets whole A and B tiles (multicast parts add up) and the
+  // A-scale box.
+  p.stage_tx_bytes = (short_a ? a_box_rows : Cfg::BLOCK_M) * Cfg::BLOCK_K +
+                     Cfg::BLOCK_N * Cfg::BLOCK_K + sfa_box * sizeof(float);
   p.group_m = pick_group_m();
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
