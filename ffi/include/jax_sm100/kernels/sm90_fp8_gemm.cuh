@@ -16,11 +16,13 @@
 //            scale block) and wave, 4 x wgmma m64nNk32 e4m3 into a fresh fp32
 //            accumulator, then promote: final[wave] += acc * a_scale[row] *
 //            b_scale[col block]. The tensor cores keep only ~14 bits of the FP8 sum, so
-//            this per-block fp32 promotion is required, not an optimisation. Epilogue:
+//            this per-block fp32 promotion is required, not an optimisation. With
+//            overlapped promotion (128-row tiles) the next K block's wgmmas run during
+//            this one's FFMAs, across tiles too (math_loop_chained). Epilogue:
 //            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
 //            WGs never wait on each other).
 //   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
-//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes);
+//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one arrive_expect_tx);
 //            warp 1 (residual only): epilogue-load warp streaming C through one
 //            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
 //   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
