@@ -499,6 +499,17 @@ struct MathWG {
     return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
   }
 
+  /// Start the copy of this CTA's first tile's B scales into buffer 0 (begin_tile waits
+  /// for it).
+  __device__ __forceinline__ void copy_first_b_scales(const GroupedTileOrder& order,
+                                                      const Fp8GemmParams& p) const {
+    if (order.first < order.count()) {
+      int mt, nt;
+      order.tile(order.first, mt, nt);
+      copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
+    }
+  }
+
   /// Start tile t: wait for its B scales (copied one tile ahead), then start the copy of
   /// the next tile's into the other buffer. Every thread of the WG must call it, in tile
   /// order: past its barrier all of them have read their last scale of the previous
@@ -613,11 +624,7 @@ __device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, t
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
-  if (order.first < order.count()) {
-    int mt, nt;
-    order.tile(order.first, mt, nt);
-    copy_b_scales_async<Cfg>(m.sfb_wg, p, nt * Cfg::BLOCK_N, m.t128);
-  }
+  m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   for (int t = order.first; t < order.count(); t += order.stride) {
     const TileJob job = m.begin_tile(order, p, t);
@@ -646,11 +653,7 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   MathWG<Cfg> m(smem, sfb_all, p);
   auto& ring = pipe.pipeline;
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
-  if (order.first < order.count()) {
-    int mt, nt;
-    order.tile(order.first, mt, nt);
-    copy_b_scales_async<Cfg>(m.sfb_wg, p, nt * Cfg::BLOCK_N, m.t128);
-  }
+  m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
 
