@@ -191,7 +191,10 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.beta = o.beta;
   p.chain_tiles = pick_chain() ? 1 : 0;
   // Every CTA's full barrier gets whole A and B tiles (multicast parts add up) and the
-  // A-scale box.
+  // A-scale box: the payload's full stage unless A's boxes were cut short.
+  static_assert(Cfg::BLOCK_M * Cfg::BLOCK_K + Cfg::BLOCK_N * Cfg::BLOCK_K +
+                    Cfg::BLOCK_M * sizeof(float) == Cfg::Payload::bytes_per_stage,
+                "stage transaction bytes out of step with the payload");
   p.stage_tx_bytes = (short_a ? a_box_rows : Cfg::BLOCK_M) * Cfg::BLOCK_K +
                      Cfg::BLOCK_N * Cfg::BLOCK_K + sfa_box * sizeof(float);
   p.group_m = pick_group_m();

@@ -22,7 +22,7 @@
 //            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
 //            WGs never wait on each other).
 //   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
-//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one arrive_expect_tx);
+//            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes);
 //            warp 1 (residual only): epilogue-load warp streaming C through one
 //            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
 //   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
@@ -271,7 +271,7 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
       if (lane == 0) {
-        stage.mbar()->arrive_expect_tx(p.stage_tx_bytes);  // one transaction: A + B + A-scales
+        stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B + A-scales
         load_a<Cfg>(stage.a_tile(), map_a, bar, kb, mt, order);
         load_b<Cfg>(stage.b_tile(), map_b, bar, kb, nt, order);
         ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, mt * Cfg::BLOCK_M, kb);
@@ -490,13 +490,18 @@ struct MathWG {
     c_wg = smem->c[Cfg::kResidual ? wg : 0];
   }
 
-  /// How many of this WG's waves of tile t hold rows < M (0 when its N tile lies past N).
+  /// How many of this WG's waves of tile (mt, nt) hold rows < M (0 when the N tile lies
+  /// past N).
+  __device__ __forceinline__ int waves_live(const Fp8GemmParams& p, int mt, int nt) const {
+    const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
+    return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
+  }
+  /// The same for tile t of the order.
   __device__ __forceinline__ int waves_live(const GroupedTileOrder& order, const Fp8GemmParams& p,
                                             int t) const {
     int mt, nt;
     order.tile(t, mt, nt);
-    const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
-    return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
+    return waves_live(p, mt, nt);
   }
 
   /// Start the copy of this CTA's first tile's B scales into buffer 0 (begin_tile waits
@@ -523,7 +528,7 @@ struct MathWG {
     job.former = Cfg::kUniformScaleB
                      ? Cfg::BLOCK_N / 8
                      : min(Cfg::BLOCK_N, Cfg::kScaleBlock - job.n0 % Cfg::kScaleBlock) / 8;
-    job.waves_live = waves_live(order, p, t);
+    job.waves_live = waves_live(p, job.mt, job.nt);
     __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
     job.sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);

@@ -171,6 +171,12 @@ class [[nodiscard]] InputProducerStage
     stage_.mbar()->arrive_expect_tx(Payload::bytes_per_stage);
     return Payload::bytes_per_stage;
   }
+  /// Same, for a stage whose loads bring fewer bytes than its tiles hold (TMA boxes cut
+  /// short at a matrix edge): `bytes` is what the loads actually transfer.
+  JAX_SM100_HD uint32_t expect_bytes(uint32_t bytes) const {
+    stage_.mbar()->arrive_expect_tx(bytes);
+    return bytes;
+  }
   /// Advance the producer (the TMA loads complete the full barrier).
   JAX_SM100_HD void release() && { std::move(stage_).release(); }
 
@@ -219,6 +225,7 @@ class [[nodiscard]] ProducerTiles
   JAX_SM100_HD ~ProducerTiles() { std::move(s_).release(); }
   /// See InputProducerStage::expect_bytes().
   JAX_SM100_HD uint32_t expect_bytes() const { return s_.expect_bytes(); }
+  JAX_SM100_HD uint32_t expect_bytes(uint32_t bytes) const { return s_.expect_bytes(bytes); }
 
   JAX_SM100_HD Payload* payload_ptr() const { return s_.payload_ptr(); }
   JAX_SM100_HD uint32_t stage_index() const { return s_.stage_index(); }
