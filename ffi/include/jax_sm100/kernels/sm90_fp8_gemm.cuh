@@ -344,6 +344,10 @@ struct TileDescs {
         ptx::WgmmaSwizzle::k128B));
     b_lo0 = static_cast<uint32_t>(
         ptx::make_smem_desc(ptx::smem_addr(tiles.b_tile(0)), 0, 1024, ptx::WgmmaSwizzle::k128B));
+    // Opaque to the compiler: under the two-wave loop's register pressure it otherwise
+    // re-derives these from the shared window (S2R SR_CgaCtaId + ~30 ALU ops) every K
+    // block, on the path from the full barrier to the first wgmma.
+    asm volatile("" : "+r"(a_lo0), "+r"(b_lo0), "+r"(sfa0));
   }
   __device__ __forceinline__ uint32_t a_lo(uint32_t stage, int wave) const {
     return a_lo0 + stage * kAStride + (wave * Cfg::kMathWGs * Cfg::WG_M * Cfg::BLOCK_K >> 4);

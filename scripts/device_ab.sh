@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A/B of the FP8 GEMM kernel between two source trees on one device machine:
+#   A = .ab/base (made here: rm -rf .ab/base; mkdir -p .ab/base;
+#       git archive <rev> | tar -x -C .ab/base; carry ".ab"), B = the working tree.
+# Both are built for sm_90a (concurrently), then scripts/fp8_ab.py times each in its own
+# process, alternating A B A B, with cuBLASLt blockwise in every process as the drift
+# reference. Results: $OUT/ab.jsonl and a summary (kernel / cuBLASLt, per build).
+# With NCU=1, an ncu look at B's default kernel at 4096x7168x16384 (device_ncu_fp8.sh).
+# Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] bash scripts/device_ab.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
+OUT="${OUT:-/tmp/ab_out}"; mkdir -p "$OUT"; repo="$(pwd)"; start=$(date +%s)
+nvidia-smi -L
+(cd .ab/base && python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/ab_a . \
+   > "$OUT/build_a.log" 2>&1; echo "build A rc=$?") &
+python3 -m pip install --no-build-isolation --no-deps -q . > "$OUT/build_b.log" 2>&1
+echo "build B rc=$?"; wait; echo "builds $(( $(date +%s) - start )) s"
+cd /tmp
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout 200 pytest -q -x -p no:cacheprovider -k "not c4_" "$repo/tests/test_fp8_gpu.py" > "$OUT/fp8_tests_b.log" 2>&1
+  echo "B fp8 tests rc=$? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/fp8_tests_b.log"
+fi
+shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")
+for i in $(seq "${PAIRS:-2}"); do
+  AB_TAG=A PYTHONPATH=/tmp/ab_a timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  AB_TAG=B timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  echo "pair $i done ($(( $(date +%s) - start )) s)"
+done
+python3 - "$OUT/ab.jsonl" <<'PY'
+import json, sys, statistics, collections
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+by = collections.defaultdict(lambda: collections.defaultdict(list))
+for r in rows: by[tuple(r["shape"])][r["tag"]].append(r)
+for s, t in by.items():
+  a = statistics.median(x["kernel_over_cublas"] for x in t["A"]) if t["A"] else float("nan")
+  b = statistics.median(x["kernel_over_cublas"] for x in t["B"]) if t["B"] else float("nan")
+  ka = statistics.median(x["kernel"] for x in t["A"]) if t["A"] else float("nan")
+  kb = statistics.median(x["kernel"] for x in t["B"]) if t["B"] else float("nan")
+  print(f"{'x'.join(map(str, s))}: A {ka:.0f} TF ({a:.3f} of cuBLASLt)  B {kb:.0f} TF ({b:.3f})  B/A {b / a:.3f}")
+PY
+if [ "${NCU:-0}" = 1 ]; then
+  timeout 90 bash "$repo/scripts/device_ncu_fp8.sh" 4096 7168 16384 -- 1,0,128 > "$OUT/ncu_b.log" 2>&1
+  echo "ncu rc=$? ($(( $(date +%s) - start )) s)"
+  grep -E "^==|Duration|Tensor \(FP\)|Shared|Throughput|Stall|Issue Slots" "$OUT/ncu_b.log" | head -50
+fi

@@ -1,0 +1,58 @@
+"""A/B timing of the FP8 GEMM kernel between two builds of the package, each run in its
+own process, with cuBLASLt's blockwise FP8 timed round-robin in the same process as the
+machine-drift reference. Prints one JSON line per shape.
+
+  python3 scripts/fp8_ab.py [--rounds 3] [--shapes MxNxK,...]
+
+Run it once per build (PYTHONPATH selects the build), alternating A B A B; compare
+`kernel_over_cublas` across the runs, not raw TFLOP/s (scripts/device_ab.sh does this).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import jax
+import jax.numpy as jnp
+
+import jax_sm100
+from jax_sm100 import _ffi_registry as reg
+from jax_sm100 import bench_fp8 as bf
+from jax_sm100._gemm import fp8_kernel_a_scale
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in bf.LARGE))
+  ap.add_argument("--tag", default=os.environ.get("AB_TAG", "?"))
+  args = ap.parse_args()
+  torch, why = bf._torch()
+  if torch is None:
+    sys.exit(f"needs torch: {why}")
+  _, blk = bf.pick_torch_blockwise(torch, lambda *_: None)
+  print(f"# {args.tag}: jax_sm100 from {os.path.dirname(jax_sm100.__file__)}", flush=True)
+  for spec in args.shapes.split(","):
+    m, n, k = map(int, spec.split("x"))
+    flops = 2.0 * m * n * k
+    sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
+    tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
+    call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+    kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+    torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
+                   bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+    ours, cub = [], []
+    for _ in range(args.rounds):
+      ours.append(flops / bf.gpu_time_jax(torch, kern, tsets) / 1e12)
+      cub.append(flops / bf.gpu_time_torch(torch, blk, torch_sets) / 1e12)
+    ratios = [o / c for o, c in zip(ours, cub)]
+    print(json.dumps({"tag": args.tag, "shape": [m, n, k], "kernel": statistics.median(ours),
+                      "cublas_block": statistics.median(cub),
+                      "kernel_over_cublas": statistics.median(ratios),
+                      "rounds": [round(r, 4) for r in ratios]}), flush=True)
+    del sets, tsets, torch_sets
+
+
+if __name__ == "__main__":
+  main()
