@@ -6,7 +6,9 @@
 # process, alternating A B A B, with cuBLASLt blockwise in every process as the drift
 # reference. Results: $OUT/ab.jsonl and a summary (kernel / cuBLASLt, per build).
 # With NCU=1, an ncu look at B's default kernel at 4096x7168x16384 (device_ncu_fp8.sh).
-# Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] bash scripts/device_ab.sh
+# EXTRA="tag:VAR=val,VAR=val tag2:..." adds runs of B with those environment overrides
+# after each pair.
+# Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] [EXTRA=...] bash scripts/device_ab.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
 OUT="${OUT:-/tmp/ab_out}"; mkdir -p "$OUT"; repo="$(pwd)"; start=$(date +%s)
@@ -24,6 +26,10 @@ shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")
 for i in $(seq "${PAIRS:-2}"); do
   AB_TAG=A PYTHONPATH=/tmp/ab_a timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   AB_TAG=B timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  for spec in ${EXTRA:-}; do
+    env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout 150 python3 "$repo/scripts/fp8_ab.py" \
+      "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  done
   echo "pair $i done ($(( $(date +%s) - start )) s)"
 done
 python3 - "$OUT/ab.jsonl" <<'PY'
@@ -32,11 +38,11 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 by = collections.defaultdict(lambda: collections.defaultdict(list))
 for r in rows: by[tuple(r["shape"])][r["tag"]].append(r)
 for s, t in by.items():
-  a = statistics.median(x["kernel_over_cublas"] for x in t["A"]) if t["A"] else float("nan")
-  b = statistics.median(x["kernel_over_cublas"] for x in t["B"]) if t["B"] else float("nan")
-  ka = statistics.median(x["kernel"] for x in t["A"]) if t["A"] else float("nan")
-  kb = statistics.median(x["kernel"] for x in t["B"]) if t["B"] else float("nan")
-  print(f"{'x'.join(map(str, s))}: A {ka:.0f} TF ({a:.3f} of cuBLASLt)  B {kb:.0f} TF ({b:.3f})  B/A {b / a:.3f}")
+  med = {tag: (statistics.median(x["kernel"] for x in rs), statistics.median(x["kernel_over_cublas"] for x in rs))
+         for tag, rs in t.items()}
+  base = med.get("A", (float("nan"), float("nan")))[1]
+  print(f"{'x'.join(map(str, s))}: " + "  ".join(
+      f"{tag} {k:.0f} TF ({r:.3f} of cuBLASLt, {r / base:.3f} of A)" for tag, (k, r) in med.items()))
 PY
 if [ "${NCU:-0}" = 1 ]; then
   timeout 90 bash "$repo/scripts/device_ncu_fp8.sh" 4096 7168 16384 -- 1,0,128 > "$OUT/ncu_b.log" 2>&1

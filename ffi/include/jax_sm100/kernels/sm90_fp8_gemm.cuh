@@ -424,36 +424,6 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
   __pipeline_commit();
 }
 
-/// Main loop of one tile without overlap: per K block, each live wave's 4 wgmmas, wait,
-/// then its promotion (the stage is freed once the last live wave's wgmmas are done).
-/// `waves_live` (0..kWaves) of this WG's waves hold rows < M; a dead WG still frees
-/// every stage it is handed.
-template <class Cfg, class Consumer>
-__device__ __forceinline__ void mainloop_plain(Consumer& consumer, const TileDescs<Cfg>& descs,
-                                               float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                               uint32_t sfb, int lane,
-                                               int former, int num_kb, int waves_live) {
-  for (int kb = 0; kb < num_kb; ++kb) {
-    auto stage = consumer.acquire_stage();  // A, B, A-scales of K block kb have landed
-    if (waves_live == 0) release_input_stage<Cfg>(stage, lane);
-#pragma unroll
-    for (int wave = 0; wave < Cfg::kWaves; ++wave) {
-      if (wave < waves_live) {
-        const KScales sc = read_scales<Cfg>(descs, stage.index(), wave, sfb, kb, num_kb);
-        float acc[Cfg::kAcc];
-        issue_k_block<Cfg>(acc, descs.a_lo(stage.index(), wave), descs.b_lo(stage.index()));
-        ptx::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
-        // Smem of this stage is no longer read (scales are in registers): free it.
-        if (wave == waves_live - 1) release_input_stage<Cfg>(stage, lane);
-        promote<Cfg>(final_acc[wave], acc, sc, former);
-      }
-    }
-    std::move(stage).release_without_signal();
-  }
-}
-
 /// A tile the WG holds no rows of: free each of its stages (the other WG and the
 /// cluster peers still use them) without MMAs.
 template <class Cfg, class Ring>
@@ -622,26 +592,86 @@ __device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
     for (int i = 0; i < Cfg::kAcc; ++i) acc[w][i] = 0.0f;
 }
 
-/// Math WG without overlapped promotion (BLOCK_M 256, BLOCK_N 192, or
-/// JAX_SM100_FP8_OVERLAP=0): tile by tile, main loop then epilogue.
+/// Math WG with one accumulator (BLOCK_M 256, BLOCK_N 192, or JAX_SM100_FP8_OVERLAP=0):
+/// per K block and live wave, 4 wgmmas into the accumulator, wait, promote into that
+/// wave's final accumulator; the stage is freed once its last live wave's wgmmas are
+/// done. Chained (p.chain_tiles): at a tile's end the next tile's first wave is issued
+/// before this tile's epilogue, so the tensor cores work while it stores (the registers
+/// allow it: the finals are read by the epilogue, the accumulator is the in-flight one).
+/// A tile the WG holds no rows of breaks the chain: its stages are freed without MMAs.
+/// Drives the ring through its stage-index API (a stage is held across the epilogue).
 template <class Cfg>
-__device__ __forceinline__ void math_loop_plain(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
+__device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
                                                 float* sfb_all, const CUtensorMap* map_d,
                                                 const Fp8GemmParams& p, GroupedTileOrder order) {
   MathWG<Cfg> m(smem, sfb_all, p);
-  auto consumer = pipe.consumer();
+  auto& ring = pipe.pipeline;
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
   m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
-  for (int t = order.first; t < order.count(); t += order.stride) {
-    const TileJob job = m.begin_tile(order, p, t);
-    float final_acc[Cfg::kWaves][Cfg::kAcc];
+  float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
+
+  int t = order.first;
+  while (t < order.count()) {
+    TileJob job = m.begin_tile(order, p, t);
+    if (job.waves_live == 0) {  // nothing of ours in this tile: free its stages
+      free_tile_stages<Cfg>(ring, m.lane, p.num_kb);
+      skip_tile_epilogue<Cfg>(epi);
+      t += order.stride;
+      continue;
+    }
+    // A chain of live tiles. In flight: wave `wave` of K block kb of `job`, from stage s,
+    // its scales sc.
     zero<Cfg>(final_acc);
-    mainloop_plain<Cfg>(consumer, descs, final_acc, job.sfb, m.lane, job.former, p.num_kb,
-                        job.waves_live);
-    store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
+    ring.wait_producer();
+    uint32_t s = ring.consumer_stage();
+    KScales sc = read_scales<Cfg>(descs, s, 0, job.sfb, 0, p.num_kb);
+    issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
+    int kb = 0, wave = 0;
+    while (true) {
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
+      const bool stage_done = wave == job.waves_live - 1;
+      if (stage_done) {  // its smem is no longer read (the scales are in registers)
+        release_input_barrier<Cfg>(ring.consumer_mbar(s), m.lane);
+        ring.consumer_step();
+      }
+      // Static wave index: a run-time one would put final_acc in local memory.
+      if (Cfg::kWaves == 1 || wave == 0) promote<Cfg>(final_acc[0], acc, sc, job.former);
+      else promote<Cfg>(final_acc[Cfg::kWaves - 1], acc, sc, job.former);
+      if (!stage_done) {  // the next wave of this K block
+        ++wave;
+        sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, p.num_kb);
+        issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
+        continue;
+      }
+      wave = 0;
+      if (++kb < p.num_kb) {  // the next K block of this tile
+        ring.wait_producer();
+        s = ring.consumer_stage();
+        sc = read_scales<Cfg>(descs, s, 0, job.sfb, kb, p.num_kb);
+        issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
+        continue;
+      }
+      const TileJob done = job;  // the tile ends
+      const int t_next = job.t + order.stride;
+      if (!p.chain_tiles || t_next >= order.count() || m.waves_live(order, p, t_next) == 0) {
+        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+        t = t_next;
+        break;
+      }
+      job = m.begin_tile(order, p, t_next);
+      kb = 0;
+      ring.wait_producer();
+      s = ring.consumer_stage();
+      sc = read_scales<Cfg>(descs, s, 0, job.sfb, 0, p.num_kb);
+      issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));  // runs during the epilogue
+      store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+      zero<Cfg>(final_acc);
+    }
   }
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
@@ -799,7 +829,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
     if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
-    else math_loop_plain<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
+    else math_loop_waves<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
   }
   // No CTA may leave while its peer can still multicast into its smem or arrive on its
   // barriers.
