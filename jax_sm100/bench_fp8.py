@@ -345,8 +345,8 @@ def bench_gemm(shapes, reps, log):
 
 # (BLOCK_M, BLOCK_N, cluster, overlapped promotion, chained tiles, M-tile group),
 # environment overrides.
-SWEEP_VARIANTS = (("128", "128", "2", "1", "1", "8"), ("128", "128", "2", "1", "0", "8"),
-                  ("256", "128", "1", "0", "0", "8"), ("256", "128", "2", "0", "0", "8"))
+SWEEP_VARIANTS = (("128", "128", "2", "1", "1", "8"), ("256", "128", "1", "0", "1", "8"),
+                  ("256", "128", "1", "0", "0", "8"), ("256", "128", "2", "0", "1", "8"))
 SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "CHAIN", "GROUP_M")
 SWEEP_ROUNDS = 3
 

@@ -107,11 +107,12 @@ bool pick_overlap() {
   return true;
 }
 
-/// Tiles chained in the overlapped form (JAX_SM100_FP8_CHAIN = 0 | 1 overrides; default
-/// 1): the next tile's first K block is issued before this tile's epilogue, so the
-/// tensor cores work during it. On an H200 (2026-11-22, commit 8e0d21c, same run): +0.7%
-/// at 4096x7168x16384, +0.7% at 8192^3, +1.7% at 4096^3. The forms without overlap do
-/// not chain (a chained one-accumulator loop measured slower at 256x128: 1133 vs 1204).
+/// Tiles chained (JAX_SM100_FP8_CHAIN = 0 | 1 overrides; default 1): the next tile's
+/// first K block (its first wave, in the one-accumulator forms) is issued before this
+/// tile's epilogue, so the tensor cores work during it. Same-run A/B on H200s
+/// (2026-11-22): overlapped 128x128 +0.7% at 4096x7168x16384 and 8192^3, +1.7% at
+/// 4096^3 (8e0d21c); 256x128 +1.1% at 4096x7168x16384, +2.9% at 4096^3, +2.0% at
+/// 4096x24576x1536, +2.7% at 4096x7168x2048, level at 8192^3 (bf71979).
 bool pick_chain() {
   if (const char* env = std::getenv("JAX_SM100_FP8_CHAIN")) return std::atoi(env) != 0;
   return true;

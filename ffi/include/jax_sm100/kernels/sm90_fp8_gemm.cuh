@@ -18,7 +18,9 @@
 //            b_scale[col block]. The tensor cores keep only ~14 bits of the FP8 sum, so
 //            this per-block fp32 promotion is required, not an optimisation. With
 //            overlapped promotion (128-row tiles) the next K block's wgmmas run during
-//            this one's FFMAs, across tiles too (math_loop_chained). Epilogue:
+//            this one's FFMAs, across tiles too (math_loop_chained); with one
+//            accumulator (math_loop_waves) the next tile's first wave runs during this
+//            tile's epilogue. Epilogue:
 //            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
 //            WGs never wait on each other).
 //   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
