@@ -239,8 +239,11 @@ __device__ __forceinline__ void load_a(uint8_t* a_tile, const CUtensorMap* map_a
                                                     order.rank_n, mask);
 }
 
-/// Barrier-level form of release_input_stage (for the overlapped main loop, which holds
-/// two stages at once and so drives the ring through its stage-index API).
+/// Free a consumed input stage (its empty barrier): one arrival per math warp on that
+/// stage's empty barrier of every CTA of the cluster (lane l signals CTA l; the peer's
+/// multicast writes into our stage too, so it must wait for our consumers as well). The
+/// math loops hold a stage across the next one's issue (or the epilogue), so they drive
+/// the ring through its stage-index API and free stages by barrier.
 template <class Cfg>
 __device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* empty, int lane) {
   if constexpr (Cfg::kCluster == 1) {
@@ -248,14 +251,6 @@ __device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* e
   } else {
     if (lane < Cfg::kCluster) empty->arrive_cluster(static_cast<uint32_t>(lane));
   }
-}
-
-/// Free a consumed input stage: one arrival per math warp on the stage's empty barrier
-/// of every CTA of the cluster (lane l signals CTA l; the peer's multicast writes into
-/// our stage too, so it must wait for our consumers as well).
-template <class Cfg, class Stage>
-__device__ __forceinline__ void release_input_stage(Stage& stage, int lane) {
-  release_input_barrier<Cfg>(stage.mbar(), lane);
 }
 
 /// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales, all by TMA
