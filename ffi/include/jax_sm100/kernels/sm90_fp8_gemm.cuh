@@ -421,17 +421,6 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
   __pipeline_commit();
 }
 
-/// A tile the WG holds no rows of: free each of its stages (the other WG and the
-/// cluster peers still use them) without MMAs.
-template <class Cfg, class Ring>
-__device__ __forceinline__ void free_tile_stages(Ring& ring, int lane, int num_kb) {
-  for (int kb = 0; kb < num_kb; ++kb) {
-    ring.wait_producer();
-    release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
-    ring.consumer_step();
-  }
-}
-
 /// One tile as a math WG sees it: where it lies, which B-scale rows it reads, and how
 /// much of it is this WG's to compute and store.
 struct TileJob {
@@ -570,15 +559,24 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
   }
 }
 
-/// Epilogue of a tile the WG holds no rows of: only the residual's C stage to consume.
-template <class Cfg>
-__device__ __forceinline__ void skip_tile_epilogue(typename Cfg::EpiPipe& epi) {
+/// A tile the WG holds no rows of (job.waves_live == 0): free each of its stages (the
+/// other WG and the cluster peers still use them) without MMAs, and consume the
+/// residual's C stage (the loader streams C for every tile). False, doing nothing, for a
+/// live tile.
+template <class Cfg, class Ring>
+__device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
+                                               int lane, int num_kb) {
+  if (job.waves_live != 0) return false;
+  for (int kb = 0; kb < num_kb; ++kb) {
+    ring.wait_producer();
+    release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
+    ring.consumer_step();
+  }
   if constexpr (Cfg::kResidual) {
     auto c_stage = epi.acquire_consumer();
     std::move(c_stage).release();
-  } else {
-    (void)epi;
   }
+  return true;
 }
 
 template <class Cfg, int W>
@@ -656,7 +654,7 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 /// tile by tile. Chained (p.chain_tiles): at a tile's end the next tile's first wave is
 /// issued before this tile's epilogue, so the tensor cores work while it stores (the
 /// registers allow it: the epilogue reads the finals, the wave runs in the accumulator).
-/// A tile the WG holds no rows of breaks the chain: its stages are freed without MMAs.
+/// A tile the WG holds no rows of breaks the chain (skip_dead_tile).
 /// Drives the ring through its stage-index API (a stage is held across the epilogue).
 template <class Cfg>
 __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
@@ -674,9 +672,7 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
   int t = order.first;
   while (t < order.count()) {
     TileJob job = m.begin_tile(order, p, t);
-    if (job.waves_live == 0) {  // nothing of ours in this tile: free its stages
-      free_tile_stages<Cfg>(ring, m.lane, p.num_kb);
-      skip_tile_epilogue<Cfg>(epi);
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
       t += order.stride;
       continue;
     }
@@ -723,9 +719,7 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   int t = order.first;
   while (t < order.count()) {
     TileJob job = m.begin_tile(order, p, t);
-    if (job.waves_live == 0) {  // nothing of ours in this tile: free its stages
-      free_tile_stages<Cfg>(ring, m.lane, p.num_kb);
-      skip_tile_epilogue<Cfg>(epi);
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
       t += order.stride;
       continue;
     }
