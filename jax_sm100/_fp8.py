@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -60,27 +61,35 @@ _QUANT_KERNEL_BLOCKS = ((1, BLOCK), (BLOCK, BLOCK))
 _QUANT_KERNEL_IN = tuple(np.dtype(t) for t in (jnp.bfloat16, jnp.float16, jnp.float32))
 
 
-def _quantize_launch(x, block_rows: int):
+def _quantize_launch(x, block_rows: int, scale_transposed: bool = False):
   r, c = x.shape
-  scale_rows = r if block_rows == 1 else _cdiv(r, BLOCK)
-  out = (jax.ShapeDtypeStruct((r, c), E4M3),
-         jax.ShapeDtypeStruct((scale_rows, _cdiv(c, BLOCK)), np.float32))
+  if scale_transposed:  # the fp8 GEMM's A-scale layout (1x128 only)
+    scale_shape = (_cdiv(c, BLOCK), -(-r // 4) * 4)
+  else:
+    scale_shape = (r if block_rows == 1 else _cdiv(r, BLOCK), _cdiv(c, BLOCK))
+  out = (jax.ShapeDtypeStruct((r, c), E4M3), jax.ShapeDtypeStruct(scale_shape, np.float32))
   return jax.ffi.ffi_call(reg.QUANTIZE_FP8, out)(
-      x, block_rows=np.int32(block_rows), scale_transposed=np.int32(0))
+      x, block_rows=np.int32(block_rows), scale_transposed=np.int32(scale_transposed))
+
+
+def _kernel_scale(s):
+  """1x128 scales (..., R, ceil(C/128)) -> the fp8 GEMM's A-scale layout (per batch)."""
+  return _gemm.fp8_kernel_a_scale(s) if s.ndim == 2 else jax.vmap(_gemm.fp8_kernel_a_scale)(s)
 
 
 @functools.lru_cache(maxsize=None)
-def _quantize_kernel(block_rows: int):
+def _quantize_kernel(block_rows: int, scale_transposed: bool = False):
   """The quantize launch as a custom_vmap function (vmap never loops).
 
   vmap rule: 1x128 blocks never cross rows, so the vmapped axis folds into R
   (one launch); 128x128 blocks would straddle the fold, so the batched
-  reference runs instead (XLA fusions, not a loop).
+  reference runs instead (XLA fusions, not a loop). Transposed scales
+  (scale_transposed) are made per example from the folded launch's.
   """
 
   @custom_vmap
   def call(x):
-    return _quantize_launch(x, block_rows)
+    return _quantize_launch(x, block_rows, scale_transposed)
 
   @call.def_vmap
   def rule(axis_size, in_batched, x):
@@ -88,21 +97,26 @@ def _quantize_kernel(block_rows: int):
     if not in_batched[0]:
       return call(x), (False, False)
     if block_rows == 1:
-      q, s = call(x.reshape((-1, x.shape[-1])))
-      return (q.reshape(x.shape), s.reshape(x.shape[:2] + s.shape[-1:])), (True, True)
+      q, s = _quantize_kernel(1)(x.reshape((-1, x.shape[-1])))
+      s = s.reshape(x.shape[:2] + s.shape[-1:])
+      return (q.reshape(x.shape), _kernel_scale(s) if scale_transposed else s), (True, True)
     ref = functools.partial(_quantize, block=(block_rows, BLOCK), dtype=E4M3)
     return jax.vmap(ref)(x), (True, True)
 
   return call
 
 
-def _quantize_op(ctx, x, block, dtype):
-  """Blockwise quantization: the quantize kernel when usable, else _quantize."""
+def _quantize_op(ctx, x, block, dtype, scale_transposed: bool = False):
+  """Blockwise quantization: the quantize kernel when usable, else _quantize.
+  scale_transposed (1x128 blocks): the scale comes in the fp8 GEMM's A-scale layout
+  (ceil(C/128), round_up(R, 4)), written by the kernel, else transposed by XLA."""
+  assert not scale_transposed or tuple(block) == (1, BLOCK)
   if (ctx.can_call(reg.QUANTIZE_FP8) and np.dtype(dtype) == E4M3
       and tuple(block) in _QUANT_KERNEL_BLOCKS and np.dtype(x.dtype) in _QUANT_KERNEL_IN
       and x.size > 0):
-    return _quantize_kernel(int(block[0]))(x)
-  return _quantize(x, tuple(block), dtype)
+    return _quantize_kernel(int(block[0]), bool(scale_transposed))(x)
+  q, s = _quantize(x, tuple(block), dtype)
+  return q, (_kernel_scale(s) if scale_transposed else s)
 
 
 def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
@@ -140,50 +154,63 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   return _quantize_op(_backend.context(), x, (int(block[0]), int(block[1])), dt)
 
 
-def _quantize_dual_launch(x, t_block_rows: int):
+def _quantize_dual_launch(x, t_block_rows: int, scale_transposed: bool = False,
+                          scale_t_transposed: bool = False):
   r, c = x.shape
-  t_rows = c if t_block_rows == 1 else _cdiv(c, BLOCK)
+  r4, c4 = -(-r // 4) * 4, -(-c // 4) * 4
+  s_shape = (_cdiv(c, BLOCK), r4) if scale_transposed else (r, _cdiv(c, BLOCK))
+  if scale_t_transposed:
+    st_shape = (_cdiv(r, BLOCK), c4)
+  else:
+    st_shape = (c if t_block_rows == 1 else _cdiv(c, BLOCK), _cdiv(r, BLOCK))
   out = (jax.ShapeDtypeStruct((r, c), E4M3),
-         jax.ShapeDtypeStruct((r, _cdiv(c, BLOCK)), np.float32),
+         jax.ShapeDtypeStruct(s_shape, np.float32),
          jax.ShapeDtypeStruct((c, r), E4M3),
-         jax.ShapeDtypeStruct((t_rows, _cdiv(r, BLOCK)), np.float32))
+         jax.ShapeDtypeStruct(st_shape, np.float32))
   q, s, qt, st = jax.ffi.ffi_call(reg.QUANTIZE_FP8_DUAL, out)(
-      x, t_block_rows=np.int32(t_block_rows))
+      x, t_block_rows=np.int32(t_block_rows), scale_transposed=np.int32(scale_transposed),
+      scale_t_transposed=np.int32(scale_t_transposed))
   return (q, s), (qt, st)
 
 
 @functools.lru_cache(maxsize=None)
-def _quantize_dual_kernel(t_block_rows: int):
+def _quantize_dual_kernel(t_block_rows: int, scale_transposed: bool, scale_t_transposed: bool):
   """The dual quantize launch as a custom_vmap function. A batched call (vmap of
   fp8_dot) runs the two single quantizations under vmap instead, which have
   their own batching rules (the 1x128 launch folds the batch into rows)."""
 
   @custom_vmap
   def call(x):
-    return _quantize_dual_launch(x, t_block_rows)
+    return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed)
 
   @call.def_vmap
   def rule(axis_size, in_batched, x):
     del axis_size
     if not in_batched[0]:
       return call(x), ((False, False), (False, False))
-    separate = lambda x: (_quantize_kernel(1)(x), _quantize_kernel(t_block_rows)(x.T))
+    separate = lambda x: (_quantize_kernel(1, scale_transposed)(x),
+                          _quantize_kernel(t_block_rows, scale_t_transposed)(x.T))
     return jax.vmap(separate)(x), ((True, True), (True, True))
 
   return call
 
 
-def _quantize_dual_op(ctx, x, t_block_rows: int):
+def _quantize_dual_op(ctx, x, t_block_rows: int, scale_transposed: bool = False,
+                      scale_t_transposed: bool = False):
   """((q, s), (qt, st)) = (quantize(x, 1x128), quantize(x^T, t_block_rows x 128)).
 
   One kernel reads x once for both when usable; otherwise the two quantizations
   run separately (x^T through an XLA transpose). Bit-identical either way.
+  scale_transposed / scale_t_transposed (the latter with t_block_rows == 1): that
+  1x128 scale comes in the fp8 GEMM's A-scale layout (see _quantize_op).
   """
+  assert not scale_t_transposed or t_block_rows == 1
   if (ctx.can_call(reg.QUANTIZE_FP8_DUAL) and np.dtype(x.dtype) in _QUANT_KERNEL_IN
       and x.size > 0):
-    return _quantize_dual_kernel(int(t_block_rows))(x)
-  return (_quantize_op(ctx, x, (1, BLOCK), E4M3),
-          _quantize_op(ctx, x.T, (t_block_rows, BLOCK), E4M3))
+    return _quantize_dual_kernel(int(t_block_rows), bool(scale_transposed),
+                                 bool(scale_t_transposed))(x)
+  return (_quantize_op(ctx, x, (1, BLOCK), E4M3, scale_transposed),
+          _quantize_op(ctx, x.T, (t_block_rows, BLOCK), E4M3, scale_t_transposed))
 
 
 # ----------------------------------------------------------------------------
@@ -245,43 +272,58 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
 # fp8_dot (DeepSeek-V3 recipe)
 # ----------------------------------------------------------------------------
 
-def _fp8_product(ctx, lhs, rhs_t, out_dtype):
-  """lhs (M, C) @ rhs_t(R, C)^T with lhs in 1x128 and rhs_t in 128x128 blocks
-  along the contraction C, through the fp8 dispatch."""
-  lq, ls = _quantize_op(ctx, lhs, (1, BLOCK), E4M3)
-  rq, rs = _quantize_op(ctx, rhs_t, (BLOCK, BLOCK), E4M3)
-  return _gemm.fp8_gemm(ctx, lq, ls, rq, rs, None, 0.0, out_dtype)
+def _plan(ctx, m: int, k: int, n: int, out_dtype, x_dtype, w_dtype):
+  """Which of fp8_dot's products (y, dw, dx) get a's scales straight from the
+  quantizer in the fp8 kernel's transposed layout (no XLA transpose in between):
+  a static tuple of three bools, True where that product runs the kernel.
+  y (M, N) contracts K, dw (K, N) contracts M, dx (M, K) contracts N.
+  JAX_SM100_FP8_FUSED_SCALES=0 (read at trace time) turns it off: the GEMM then
+  transposes the scales itself."""
+  if os.environ.get("JAX_SM100_FP8_FUSED_SCALES", "1") == "0":
+    return (False, False, False)
+  ok = _gemm.fp8_kernel_ok
+  return (ok(ctx, m, n, k, out_dtype), ok(ctx, k, n, m, w_dtype), ok(ctx, m, k, n, x_dtype))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _fp8_dot(ctx, out_dtype, x_dtype, w_dtype, x2, w):
+def _product(ctx, aq, a_s, bq, b_s, out_dtype, kernel_scales: bool):
+  """(aq*a_s) @ (bq*b_s)^T; a_s in the kernel layout when kernel_scales."""
+  if kernel_scales:
+    return _gemm.fp8_gemm_kernel_scales(aq, a_s, bq, b_s)
+  return _gemm.fp8_gemm(ctx, aq, a_s, bq, b_s, None, 0.0, out_dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
+def _fp8_dot(ctx, out_dtype, x_dtype, w_dtype, plan, x2, w):
   del x_dtype, w_dtype
-  return _fp8_product(ctx, x2, w.T, out_dtype)
+  # x in 1x128 blocks along K, w^T in 128x128 blocks: (N, K).
+  xq, xs = _quantize_op(ctx, x2, (1, BLOCK), E4M3, plan[0])
+  wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)
+  return _product(ctx, xq, xs, wq_t, ws, out_dtype, plan[0])
 
 
-def _fp8_dot_fwd(ctx, out_dtype, x_dtype, w_dtype, x2, w):
+def _fp8_dot_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, x2, w):
   del x_dtype, w_dtype
   # x in 1x128 blocks along K for y, and x^T in 1x128 blocks along M for the
   # weight gradient: one pass over x. The residual is that FP8 copy (half the
   # bytes of a bf16 x), not x itself.
-  (xq, xs), (xq_t, xs_t) = _quantize_dual_op(ctx, x2, 1)
+  (xq, xs), (xq_t, xs_t) = _quantize_dual_op(ctx, x2, 1, plan[0], plan[1])
   wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
-  y = _gemm.fp8_gemm(ctx, xq, xs, wq_t, ws, None, 0.0, out_dtype)
+  y = _product(ctx, xq, xs, wq_t, ws, out_dtype, plan[0])
   # The 128x128 tiles of w and w^T are the same tiles: the backward reuses the
   # quantized weight transposed (exact) instead of quantizing w again.
   return y, (xq_t, xs_t, wq_t, ws)
 
 
-def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, res, g):
+def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, res, g):
   del out_dtype
   xq_t, xs_t, wq_t, ws = res
   # g in 1x128 blocks along N (dx's contraction) and g^T in 128x128 blocks
   # (dw's right operand): one pass over g.
-  (gq, gs), (gq_t, gs_t) = _quantize_dual_op(ctx, g, BLOCK)
+  (gq, gs), (gq_t, gs_t) = _quantize_dual_op(ctx, g, BLOCK, plan[2])
   # dx (M, K) = g (M, N) @ w^T: the (K, N) operand is Q(w) (tiles of w^T transposed).
-  dx = _gemm.fp8_gemm(ctx, gq, gs, wq_t.T, ws.T, None, 0.0, x_dtype)
+  dx = _product(ctx, gq, gs, wq_t.T, ws.T, x_dtype, plan[2])
   # dw (K, N) = x^T (K, M) @ g (M, N): contraction over M in both operands.
-  dw = _gemm.fp8_gemm(ctx, xq_t, xs_t, gq_t, gs_t, None, 0.0, w_dtype)
+  dw = _product(ctx, xq_t, xs_t, gq_t, gs_t, w_dtype, plan[1])
   return dx, dw
 
 
@@ -312,5 +354,7 @@ def fp8_dot(x, w, *, out_dtype=None):
                      f"first dim; got x {tuple(x.shape)}, w {tuple(w.shape)}.")
   out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.promote_types(x.dtype, w.dtype))
   x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-  y = _fp8_dot(_backend.context(), out_dtype, x.dtype, w.dtype, x2, w)
+  ctx = _backend.context()
+  plan = _plan(ctx, x2.shape[0], x2.shape[1], w.shape[1], out_dtype, x.dtype, w.dtype)
+  y = _fp8_dot(ctx, out_dtype, x.dtype, w.dtype, plan, x2, w)
   return y.reshape(x.shape[:-1] + (w.shape[1],))

@@ -242,11 +242,20 @@ def gemm_residual(ctx: Context, a, b, c, trans_a: bool, trans_b: bool,
 
 def fp8_kernel_a_scale(a_scale):
   """a's scales (M, ceil(K/128)) -> the fp8 kernel's layout (ceil(K/128), round_up(M, 4)):
-  transposed so that one TMA box brings a stage's scales (pad entries are not read)."""
-  return _pad_to(a_scale.T, 1, _round_up(a_scale.shape[0], 4))
+  transposed so that one TMA box brings a stage's scales. Pad entries are 1, as the
+  quantize kernels write them (the GEMM never reads them)."""
+  m = a_scale.shape[0]
+  mp = _round_up(m, 4)
+  st = a_scale.T
+  return st if mp == m else jnp.pad(st, ((0, 0), (0, mp - m)), constant_values=1.0)
 
 
-def _fp8_launch(a, a_scale, b, b_scale, c, beta):
+def fp8_documented_a_scale(a_scale_k, m: int):
+  """Inverse of fp8_kernel_a_scale (leading batch dims allowed): -> (..., M, ceil(K/128))."""
+  return jnp.swapaxes(a_scale_k, -1, -2)[..., :m, :]
+
+
+def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False):
   """The one place that knows the fp8 kernels' operand layout.
 
   a (M, K) e4m3, a_scale (M, ceil(K/128)) f32, b (N, K) e4m3,
@@ -254,12 +263,14 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta):
   K is padded to a multiple of 16 (a's and b's rows are 16-byte aligned) and N
   to a multiple of 8 (d's and c's rows); both stay inside the last scale block,
   so the scale tensors are unchanged. a's scales go to the kernel transposed
-  (fp8_kernel_a_scale: a small XLA transpose here).
+  (fp8_kernel_a_scale: a small XLA transpose here), unless they already come in
+  that layout (a_scale_kernel_layout: fp8_dot's quantizers write it directly).
   """
   m, k = a.shape
   n = b.shape[0]
   kp, np_ = _round_up(k, 16), _round_up(n, 8)
-  a_scale = fp8_kernel_a_scale(a_scale)
+  if not a_scale_kernel_layout:
+    a_scale = fp8_kernel_a_scale(a_scale)
   a = _pad_to(a, 1, kp)
   b = _pad_to(_pad_to(b, 1, kp), 0, np_)
   out = jax.ShapeDtypeStruct((m, np_), BF16)
@@ -306,16 +317,49 @@ def _fp8_kernel(residual: bool, beta: float):
   return call
 
 
+@functools.lru_cache(maxsize=None)
+def _fp8_kernel_scales_ready():
+  """The fp8 launch (no residual) with a's scales already in the kernel layout
+  (ceil(K/128), round_up(M, 4)). vmap rule: the scales go back to the documented
+  layout and the batched call takes _fp8_kernel's rule (fold into M, or reference)."""
+
+  @custom_vmap
+  def call(a, a_scale_k, b, b_scale):
+    return _fp8_launch(a, a_scale_k, b, b_scale, None, 0.0, a_scale_kernel_layout=True)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, a, a_scale_k, b, b_scale):
+    a_scale = fp8_documented_a_scale(a_scale_k, a.shape[-2])
+    axes = [0 if bt else None for bt in in_batched]
+    d = jax.vmap(_fp8_kernel(False, 0.0), in_axes=axes, axis_size=axis_size)(
+        a, a_scale, b, b_scale)
+    return d, True
+
+  return call
+
+
+def fp8_kernel_ok(ctx: Context, m: int, n: int, k: int, out_dtype, residual: bool = False) -> bool:
+  """Whether an e4m3 x e4m3 product (M, K) @ (N, K)^T -> out_dtype runs the fp8 kernel."""
+  target = reg.FP8_GEMM_RESIDUAL if residual else reg.FP8_GEMM
+  return (ctx.can_call(target) and np.dtype(out_dtype) == BF16
+          and min(m, n, k) > 0 and k <= FP8_MAX_K)
+
+
 def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, c, beta: float, out_dtype):
   """(a*a_scale) @ (b*b_scale)^T (+ beta*c): fp8 kernel when supported, else reference."""
   out_dtype = np.dtype(out_dtype)
   if beta == 0.0:
     c = None  # beta == 0: c is never read
-  target = reg.FP8_GEMM if c is None else reg.FP8_GEMM_RESIDUAL
-  if (ctx.can_call(target) and a.dtype == E4M3 and b.dtype == E4M3
-      and out_dtype == BF16 and (c is None or c.dtype == BF16)
-      and all(s > 0 for s in (*a.shape, *b.shape)) and a.shape[1] <= FP8_MAX_K):
+  (m, k), n = a.shape, b.shape[0]
+  if (a.dtype == E4M3 and b.dtype == E4M3 and (c is None or c.dtype == BF16)
+      and fp8_kernel_ok(ctx, m, n, k, out_dtype, residual=c is not None)):
     if c is None:
       return _fp8_kernel(False, 0.0)(a, a_scale, b, b_scale)
     return _fp8_kernel(True, float(beta))(a, a_scale, b, b_scale, c)
   return ref_fp8_gemm(a, a_scale, b, b_scale, c, beta, out_dtype)
+
+
+def fp8_gemm_kernel_scales(a, a_scale_k, b, b_scale):
+  """fp8_gemm's kernel path with a's scales already in the kernel layout
+  (fp8_kernel_a_scale's); only for calls fp8_kernel_ok accepts (bf16 out, no residual)."""
+  return _fp8_kernel_scales_ready()(a, a_scale_k, b, b_scale)

@@ -26,7 +26,9 @@ Inputs are random (never zeros).
 Also: quantization bandwidth (jax_sm100_quantize_fp8, 1x128 and 128x128, bf16 input)
 against a measured device copy, and the XLA-compiled reference quantizer; and the dual
 quantization (jax_sm100_quantize_fp8_dual: x and x^T in one pass) against the separate
-launches fp8_dot runs without it.
+launches fp8_dot runs without it. And fp8_dot's training step (y, dx, dw) with a's
+scales written by the quantizers in the GEMM's layout (the default) against the same step
+with XLA transposing them (JAX_SM100_FP8_FUSED_SCALES=0), and XLA's bf16 step.
 
 Writes DIR/bench_fp8.json (device, date, commit, every number) and DIR/bench_fp8.png.
 Columns whose library is missing are skipped with a note.
@@ -446,6 +448,51 @@ def bench_quant(reps, log, quick):
   return rows
 
 
+DOT_SHAPES = [(4096, 7168, 2048), (4096, 2048, 7168), (8192, 4096, 4096), (2048, 2048, 2048)]
+
+
+def bench_fp8_dot(shapes, reps, log):
+  """fp8_dot's training step, y = x @ w plus its vjp (dx, dw), for x (M, K), w (K, N):
+  three products, 6 M N K flops. Variants: `fused` (default: the quantizers write a's
+  scales in the GEMM's layout), `unfused` (JAX_SM100_FP8_FUSED_SCALES=0: XLA transposes
+  them), `xla_bf16` (the same step with jnp.dot in bf16). GPU time when torch is present."""
+  torch, _ = _torch()
+  out = []
+
+  def step(dot):
+    def f(x, w, g):
+      y, vjp = jax.vjp(dot, x, w)
+      return (y,) + vjp(g)
+    return f
+
+  for (m, k, n) in shapes:
+    flops = 6.0 * m * n * k
+    keys = jax.random.split(jax.random.PRNGKey(m + n + k), 3 * n_sets_for(m, n, k))
+    sets = [(jax.random.normal(keys[3 * i], (m, k), jnp.bfloat16),
+             0.05 * jax.random.normal(keys[3 * i + 1], (k, n), jnp.bfloat16),
+             jax.random.normal(keys[3 * i + 2], (m, n), jnp.bfloat16))
+            for i in range(len(keys) // 3)]
+    row = {"shape_mkn": [m, k, n]}
+    variants = (("fused", "1", jax_sm100.fp8_dot), ("unfused", "0", jax_sm100.fp8_dot),
+                ("xla_bf16", "1", jnp.dot))
+    for name, env, dot in variants:
+      os.environ["JAX_SM100_FP8_FUSED_SCALES"] = env  # read when the step is traced
+      row[name] = flops / time_jax(step(dot), sets, reps) / 1e12
+      if torch is not None:
+        row[name + "_gpu"] = flops / gpu_time_jax(torch, step(dot), sets) / 1e12
+    os.environ.pop("JAX_SM100_FP8_FUSED_SCALES", None)
+    sfx = "_gpu" if torch is not None else ""
+    row["fused_over_unfused" + sfx] = row["fused" + sfx] / row["unfused" + sfx]
+    row["fused_over_xla_bf16" + sfx] = row["fused" + sfx] / row["xla_bf16" + sfx]
+    log(f"  fp8_dot step {m}x{k} @ {k}x{n}: fused {row['fused' + sfx]:.0f}, unfused "
+        f"{row['unfused' + sfx]:.0f}, XLA bf16 {row['xla_bf16' + sfx]:.0f} TFLOP/s "
+        f"({'GPU' if torch is not None else 'wall'} time); fused/unfused "
+        f"{row['fused_over_unfused' + sfx]:.3f}")
+    out.append(row)
+    del sets
+  return out
+
+
 def plot(rows, path):
   try:
     import matplotlib
@@ -476,6 +523,7 @@ def main(argv=None):
   ap.add_argument("--out", required=True)
   ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
   ap.add_argument("--no-quant", action="store_true")
+  ap.add_argument("--no-dot", action="store_true", help="skip the fp8_dot training-step timing")
   ap.add_argument("--once", type=int, nargs=3, metavar=("M", "N", "K"),
                   help="run each FP8 GEMM variant twice on one shape and exit (for ncu)")
   ap.add_argument("--sweep", action="store_true",
@@ -506,6 +554,8 @@ def main(argv=None):
   log("GEMM (TFLOP/s):")
   rows, blk_name, why = bench_gemm(shapes, reps, log)
   quant = [] if args.no_quant else (log("quantization (GB/s):") or bench_quant(reps, log, args.quick))
+  dot = [] if args.no_dot else (log("fp8_dot training step (TFLOP/s):") or
+                                 bench_fp8_dot(DOT_SHAPES[:2] if args.quick else DOT_SHAPES, reps, log))
   sw = (log("sweep (TFLOP/s):") or sweep(QUICK[:3] if args.quick else LARGE, reps, log)) if args.sweep else []
 
   large = [r for r in rows if tuple(r["shape"]) in LARGE]
@@ -520,7 +570,7 @@ def main(argv=None):
       "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
       "commit": _git_commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
       "torch_blockwise_call": blk_name, "torch_note": why, "gemm": rows,
-      "quantize": quant, "sweep": sw, "summary": summary,
+      "quantize": quant, "fp8_dot_step": dot, "sweep": sw, "summary": summary,
   }
   with open(os.path.join(args.out, "bench_fp8.json"), "w") as f:
     json.dump(result, f, indent=1)

@@ -77,25 +77,39 @@ def _flat_batch(x):
   return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
 
 
+def _gemm_scale_layout(s):
+  """1x128 scales (R, C/128) -> the fp8 GEMM's A-scale layout, (C/128, round_up(R, 4)) with
+  pad entries 1: what the quantize kernels write when asked for it."""
+  r = s.shape[0]
+  return jnp.pad(s.T, ((0, 0), (0, -(-r // 4) * 4 - r)), constant_values=1.0)
+
+
 def _emulated_quantize(result, x, *, block_rows, scale_transposed):
   """Stand-in for jax_sm100_quantize_fp8: the reference recipe, contract checked."""
   from jax_sm100._fp8 import _quantize
   assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
-  assert int(block_rows) in (1, 128) and int(scale_transposed) == 0
+  assert int(block_rows) in (1, 128) and int(scale_transposed) in (0, 1)
+  assert not (int(scale_transposed) and int(block_rows) != 1)
   q, s = _quantize(x, (int(block_rows), 128), jnp.float8_e4m3fn)
+  if int(scale_transposed):
+    s = _gemm_scale_layout(s)
   assert (q.shape, q.dtype) == (tuple(result[0].shape), np.dtype(result[0].dtype))
   assert (s.shape, s.dtype) == (tuple(result[1].shape), np.dtype(result[1].dtype))
   return q, s
 
 
-def _emulated_quantize_dual(result, x, *, t_block_rows):
+def _emulated_quantize_dual(result, x, *, t_block_rows, scale_transposed, scale_t_transposed):
   """Stand-in for jax_sm100_quantize_fp8_dual: quantize(x, 1x128) and
   quantize(x^T, t_block_rows x 128) by the reference recipe, contract checked."""
   from jax_sm100._fp8 import _quantize
   assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
   assert int(t_block_rows) in (1, 128)
-  outs = (_quantize(x, (1, 128), jnp.float8_e4m3fn)
-          + _quantize(x.T, (int(t_block_rows), 128), jnp.float8_e4m3fn))
+  assert int(scale_transposed) in (0, 1) and int(scale_t_transposed) in (0, 1)
+  assert not (int(scale_t_transposed) and int(t_block_rows) != 1)
+  q, s = _quantize(x, (1, 128), jnp.float8_e4m3fn)
+  qt, st = _quantize(x.T, (int(t_block_rows), 128), jnp.float8_e4m3fn)
+  outs = (q, _gemm_scale_layout(s) if int(scale_transposed) else s,
+          qt, _gemm_scale_layout(st) if int(scale_t_transposed) else st)
   assert len(result) == 4
   for o, want in zip(outs, result):
     assert (o.shape, o.dtype) == (tuple(want.shape), np.dtype(want.dtype)), (o.shape, want)

@@ -168,3 +168,59 @@ def test_fp8_dot_grad_vmap_with_dual_quantize(rng, emulated_kernels, monkeypatch
     gi = jax.grad(_fp8_loss, argnums=(0, 1))(x[i], w)
     for a, b in zip(g, gi):
       np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))
+
+
+# ---------------------------------------------------------------------------
+# A's scales in the GEMM's layout straight from the quantizers (fp8_dot): the
+# fp8 kernel reads a's 1x128 scales transposed, (ceil(K/128), round_up(M, 4)),
+# and fp8_dot's quantize launches write them so (no XLA transpose in between).
+# JAX_SM100_FP8_FUSED_SCALES=0 turns it off.
+# ---------------------------------------------------------------------------
+
+def _gemm_a_scale_producers(f, *args):
+  """For every fp8 GEMM launch in f's lowering: the op that produced its a_scale."""
+  text = jax.jit(f).lower(*args).as_text()
+  producer = {m.group(1): m.group(2) for m in re.finditer(
+      r"(%[\w]+)(?::\d+)? = (stablehlo\.custom_call @\w+|[\w.]+)", text)}
+  return [producer[m.group(1).split("#")[0]] for m in re.finditer(
+      r"custom_call @jax_sm100_fp8_gemm\(%[\w#]+, (%[\w#]+),", text)]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_fp8_dot_gemms_take_a_scales_from_the_quantizers(fake_sm90, monkeypatch, fused):
+  monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS", raising=False)
+  if not fused:
+    monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
+  x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w))
+  primal = _gemm_a_scale_producers(jax_sm100.fp8_dot, x, w)
+  grads = _gemm_a_scale_producers(jax.grad(loss, argnums=(0, 1)), x, w)
+  assert len(primal) == 1 and len(grads) == 2  # y; dx and dw (y itself is not needed)
+  quantizer = re.compile(r"stablehlo\.custom_call @jax_sm100_quantize_fp8(_dual)?$")
+  for p in primal + grads:
+    assert bool(quantizer.match(p)) == fused, (p, primal, grads)
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype,out_dtype", [
+    (jnp.bfloat16, jnp.bfloat16, None),          # all three products on the kernel
+    (jnp.bfloat16, jnp.float32, jnp.bfloat16),   # dw (f32 out) takes the reference
+    (jnp.float32, jnp.bfloat16, jnp.float32),    # y and dx (f32 out) take the reference
+])
+def test_fp8_dot_fused_scales_are_bit_identical(rng, emulated_kernels, monkeypatch,
+                                                x_dtype, w_dtype, out_dtype):
+  x = random_array(rng, (3, 50, 256), x_dtype)
+  w = random_array(rng, (256, 136), w_dtype)
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w, out_dtype=out_dtype).astype(jnp.float32) ** 2)
+  f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  # vmap over a batch of x (the quantizers' and the GEMM's vmap rules with
+  # kernel-layout scales)
+  fv = jax.jit(jax.vmap(jax.value_and_grad(loss, argnums=(0, 1)), (0, None)))
+  xb = jnp.stack([x[0], x[1]])
+  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
+  jax.clear_caches()
+  base, base_v = f(x, w), fv(xb, w)
+  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
+  jax.clear_caches()
+  fused, fused_v = f(x, w), fv(xb, w)
+  for a, b in zip(jax.tree.leaves((base, base_v)), jax.tree.leaves((fused, fused_v))):
+    np.testing.assert_array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)))

@@ -428,9 +428,9 @@ def test_quantize_nan_block_stays_visible(rng):
 # Dual quantization (x and x^T in one pass)
 # ---------------------------------------------------------------------------
 
-def ffi_quantize_dual(x, t_block_rows):
+def ffi_quantize_dual(x, t_block_rows, scale_transposed=False, scale_t_transposed=False):
   from jax_sm100._fp8 import _quantize_dual_launch
-  return _quantize_dual_launch(x, t_block_rows)
+  return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed)
 
 
 DUAL_SHAPES = [(1, 16), (128, 128), (300, 1000), (257, 130), (1000, 24), (64, 4096), (4096, 40)]
@@ -472,6 +472,50 @@ def test_quantize_dual_special_values(rng, t_block_rows):
   assert np.all(np.abs(qt32[np.isfinite(qt32)]) <= 448.0)
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+@pytest.mark.parametrize("t_block_rows", [1, 128])
+@pytest.mark.parametrize("r,c", [(1, 16), (257, 130), (1000, 24), (301, 1000), (4096, 40)])
+def test_quantize_dual_gemm_scale_layout(rng, r, c, t_block_rows, dtype):
+  """scale_transposed / scale_t_transposed: the same values in the fp8 GEMM's A-scale
+  layout (ceil(C/128), round_up(R, 4)) / (ceil(R/128), round_up(C, 4)), pad entries 1;
+  q and qt unchanged."""
+  x = rng.standard_normal((r, c)).astype(np.float32)
+  x *= (10.0 ** rng.uniform(-4, 4, (r, 1))).astype(np.float32)
+  x = jnp.asarray(x).astype(dtype)
+  (q, s), (qt, st) = ffi_quantize_dual(x, t_block_rows)
+  ts_t = t_block_rows == 1
+  (q2, s2), (qt2, st2) = ffi_quantize_dual(x, t_block_rows, True, ts_t)
+  assert _bits_equal(q, q2) and _bits_equal(qt, qt2)
+  for got, plain, rows in ((s2, s, r), (st2, st, c)) if ts_t else ((s2, s, r),):
+    got, plain = np.asarray(got), np.asarray(plain)
+    rows4 = -(-rows // 4) * 4
+    assert got.shape == (plain.shape[1], rows4), (got.shape, plain.shape)
+    assert _bits_equal(got[:, :rows], plain.T), "transposed scales differ"
+    assert np.all(got[:, rows:] == 1.0), "pad entries must be 1"
+  if not ts_t:
+    assert _bits_equal(st, st2)
+
+
+def test_fp8_dot_fused_scales_are_bit_identical(rng, monkeypatch):
+  # a's scales written by the quantizers in the GEMM's layout (default) or transposed
+  # by XLA (JAX_SM100_FP8_FUSED_SCALES=0): the same bits, value and grads. M = 301 and
+  # K = 700 exercise the pad entries and a partial K block.
+  x = jnp.asarray(rng.standard_normal((301, 700)).astype(np.float32)).astype(jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((700, 392)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
+  f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
+  jax.clear_caches()
+  assert "scale_transposed = 1" not in f.lower(x, w).as_text()
+  base = f(x, w)
+  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
+  jax.clear_caches()
+  assert "scale_t_transposed = 1 : i32, scale_transposed = 1" in f.lower(x, w).as_text()
+  fused = f(x, w)
+  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(fused)):
+    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+
+
 def test_fp8_dot_with_dual_quantize_is_bit_identical(rng, monkeypatch):
   # fp8_dot's value and grads with the dual kernel == without it (the separate
   # quantize launches): the kernel only fuses, it must not change a bit.
@@ -507,9 +551,10 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
               x, block_rows=np.int32(br), scale_transposed=np.int32(0))
       q.block_until_ready()
     from jax_sm100._fp8 import _quantize_dual_launch
-    for xt in (x, x.astype(jnp.float32)):
+    for xt in (x, x.astype(jnp.float32), x[:197, :299]):  # the last: pad entries
       for tb in (1, 128):
         jax.block_until_ready(_quantize_dual_launch(xt, tb))
+        jax.block_until_ready(_quantize_dual_launch(xt, tb, True, tb == 1))
     m, n, k = 130, 200, 272
     a = jnp.asarray(rng.standard_normal((m, k))).astype(jnp.float8_e4m3fn)
     b = jnp.asarray(rng.standard_normal((n, k))).astype(jnp.float8_e4m3fn)

@@ -14,6 +14,10 @@
 //                                  qt (C, R) f8e4m3fn, scale_t f32                 (blocks of x^T)
 //   attribute t_block_rows (int32): 1   -> scale_t (C, ceil(R/128))          = quantize(x^T, 1x128)
 //                                   128 -> scale_t (ceil(C/128), ceil(R/128)) = quantize(x^T, 128x128)
+//   attribute scale_transposed (int32): 1 -> scale (ceil(C/128), round_up(R, 4)), the GEMM's
+//                                        A-scale layout (pad entries 1), as above
+//   attribute scale_t_transposed (int32): 1 (only with t_block_rows == 1) -> scale_t
+//                                        (ceil(R/128), round_up(C, 4)), likewise
 //
 // Semantics are documented in kernels/quantize_fp8.cuh. Graph-safe: no allocation, no
 // host synchronisation.
@@ -86,7 +90,8 @@ ffi::Error launch_for_input_type(const char* op, ffi::DataType type, LaunchFor l
 
 template <typename T, int kTRows>
 cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
-                        float* scale_t, int64_t rows, int64_t cols) {
+                        float* scale_t, int64_t rows, int64_t cols, int64_t scale_ld,
+                        int64_t scale_t_ld) {
   auto kernel = quantize_dual_kernel<T, kTRows>;
   constexpr int kSmem = DualSmem<T>::kBytes;
   // Above the 48 KB default: opt in once per instantiation (not a stream operation, so
@@ -100,16 +105,18 @@ cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scal
   const int64_t tiles = ((rows + kBlock - 1) / kBlock) * ((cols + kBlock - 1) / kBlock);
   kernel<<<unsigned(tiles), 256, kSmem, stream>>>(
       static_cast<const T*>(x), static_cast<uint8_t*>(q), scale, static_cast<uint8_t*>(qt),
-      scale_t, rows, cols, aligned_x, aligned_t);
+      scale_t, rows, cols, aligned_x, aligned_t, scale_ld, scale_t_ld);
   return cudaGetLastError();
 }
 
+/// scale_ld / scale_t_ld: 0 = documented layout, else the transposed layout's row length.
 template <typename T>
 cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
-                        float* scale_t, int64_t rows, int64_t cols, int t_block_rows) {
+                        float* scale_t, int64_t rows, int64_t cols, int t_block_rows,
+                        int64_t scale_ld, int64_t scale_t_ld) {
   return t_block_rows == 1
-             ? launch_dual<T, 1>(stream, x, q, scale, qt, scale_t, rows, cols)
-             : launch_dual<T, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols);
+             ? launch_dual<T, 1>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, scale_t_ld)
+             : launch_dual<T, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, 0);
 }
 
 bool has_shape(ffi::AnyBuffer::Dimensions d, int64_t d0, int64_t d1) {
@@ -121,6 +128,7 @@ std::string shape_str(int64_t d0, int64_t d1) {
 }
 
 ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_block_rows,
+                              int32_t scale_transposed, int32_t scale_t_transposed,
                               ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> scale,
                               ffi::Result<ffi::AnyBuffer> qt,
                               ffi::Result<ffi::Buffer<ffi::F32>> scale_t) {
@@ -132,22 +140,32 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
   if (t_block_rows != 1 && t_block_rows != 128)
     return ffi::Error::InvalidArgument("quantize_fp8_dual: t_block_rows must be 1 or 128, got " +
                                        std::to_string(t_block_rows));
+  if ((scale_transposed != 0 && scale_transposed != 1) ||
+      (scale_t_transposed != 0 && scale_t_transposed != 1))
+    return ffi::Error::InvalidArgument(
+        "quantize_fp8_dual: scale_transposed and scale_t_transposed must be 0 or 1");
+  if (scale_t_transposed && t_block_rows != 1)
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale_t_transposed needs t_block_rows 1");
   if (q->element_type() != ffi::F8E4M3FN || qt->element_type() != ffi::F8E4M3FN)
     return ffi::Error::InvalidArgument("quantize_fp8_dual: q and qt must be float8_e4m3fn");
   const int64_t cb = (cols + kBlock - 1) / kBlock;
   const int64_t rb = (rows + kBlock - 1) / kBlock;
+  const int64_t scale_ld = scale_transposed ? (rows + 3) / 4 * 4 : 0;
+  const int64_t scale_t_ld = scale_t_transposed ? (cols + 3) / 4 * 4 : 0;
   if (!has_shape(q->dimensions(), rows, cols))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: q must have x's shape");
-  if (!has_shape(scale->dimensions(), rows, cb))
+  const int64_t s0 = scale_transposed ? cb : rows, s1 = scale_transposed ? scale_ld : cb;
+  if (!has_shape(scale->dimensions(), s0, s1))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: scale must have shape " +
-                                       shape_str(rows, cb));
+                                       shape_str(s0, s1));
   if (!has_shape(qt->dimensions(), cols, rows))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: qt must have x^T's shape " +
                                        shape_str(cols, rows));
-  const int64_t st0 = t_block_rows == 1 ? cols : cb;
-  if (!has_shape(scale_t->dimensions(), st0, rb))
+  const int64_t st0 = scale_t_transposed ? rb : (t_block_rows == 1 ? cols : cb);
+  const int64_t st1 = scale_t_transposed ? scale_t_ld : rb;
+  if (!has_shape(scale_t->dimensions(), st0, st1))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: scale_t must have shape " +
-                                       shape_str(st0, rb));
+                                       shape_str(st0, st1));
   if (rows == 0 || cols == 0) return ffi::Error::Success();
 
   void* qp = q->untyped_data();
@@ -156,7 +174,7 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
   float* stp = scale_t->typed_data();
   return launch_for_input_type("quantize_fp8_dual", x.element_type(), [&](auto type) {
     return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
-                                       t_block_rows);
+                                       t_block_rows, scale_ld, scale_t_ld);
   });
 }
 
@@ -219,6 +237,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Dual, quantize_dual_impl,
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Attr<int32_t>("t_block_rows")
+                                  .Attr<int32_t>("scale_transposed")
+                                  .Attr<int32_t>("scale_t_transposed")
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::AnyBuffer>()

@@ -26,6 +26,9 @@
 //                            (qt, scale_t) = kTRows x 128 of x^T: qt (C, R), scale_t
 //                            (C, ceil(R/128)) for kTRows == 1 (128x1 blocks of x), or
 //                            (ceil(C/128), ceil(R/128)) for kTRows == 128.
+//                            Either 1x128 scale may be written transposed for the GEMM,
+//                            as quantize_1x128_kernel's: scale (ceil(C/128), round_up(R, 4)),
+//                            scale_t (kTRows == 1) (ceil(R/128), round_up(C, 4)).
 //
 // Memory-bound: every thread moves 16 elements with 16-byte vector loads and one
 // 16-byte store of e4m3 when the row is 16-element aligned (C % 16 == 0); otherwise
@@ -308,7 +311,10 @@ struct DualSmem {
 ///                 shared memory; kTRows == 128: the tile amax from the row phase), then
 ///                 16 e4m3 per 16 rows into qt's staged row, which leaves as 16-byte stores.
 /// `aligned_x`: x and q 16-byte aligned and C % 16 == 0; `aligned_t`: qt 16-byte aligned
-/// and R % 16 == 0. Dynamic shared memory: DualSmem<T>::kBytes.
+/// and R % 16 == 0. `scale_ld` > 0: scale is written transposed, scale[cb * scale_ld + row]
+/// (scale_ld = round_up(R, 4), pad entries 1); likewise `scale_t_ld` > 0 (kTRows == 1):
+/// scale_t[rb * scale_t_ld + col] (scale_t_ld = round_up(C, 4)). The GEMM TMA-loads A's
+/// scales in that layout. Dynamic shared memory: DualSmem<T>::kBytes.
 template <typename T, int kTRows>
 __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
                                                             uint8_t* __restrict__ q,
@@ -316,7 +322,8 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
                                                             uint8_t* __restrict__ qt,
                                                             float* __restrict__ scale_t,
                                                             int64_t rows, int64_t cols,
-                                                            bool aligned_x, bool aligned_t) {
+                                                            bool aligned_x, bool aligned_t,
+                                                            int64_t scale_ld, int64_t scale_t_ld) {
   static_assert(kTRows == 1 || kTRows == kBlock, "x^T in 1x128 or 128x128 blocks");
   using Smem = DualSmem<T>;
   constexpr int kRowsPerPass = 256 / kThreadsPerRowBlock;  // 32
@@ -359,8 +366,13 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
       tile_amax = nan_max(tile_amax, amax);
       if (row < rows) {
         const float sc = block_scale(amax);
-        if (sub == 0) scale[row * col_blocks + cb] = sc;
+        if (sub == 0) {
+          if (scale_ld > 0) scale[cb * scale_ld + row] = sc;
+          else scale[row * col_blocks + cb] = sc;
+        }
         store_chunk(q + row * cols, c0, cols, vec, v, sc);
+      } else if (scale_ld > 0 && row < scale_ld && sub == 0) {
+        scale[cb * scale_ld + row] = 1.0f;  // pad entry of the transposed layout
       }
     }
   }
@@ -387,7 +399,13 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
     col_part[half * kBlock + tc] = amax;
     __syncthreads();
     s = block_scale(nan_max(col_part[tc], col_part[kBlock + tc]));
-    if (half == 0 && col < cols) scale_t[col * row_blocks + rb] = s;
+    if (half == 0) {
+      if (scale_t_ld > 0) {
+        if (col < scale_t_ld) scale_t[rb * scale_t_ld + col] = col < cols ? s : 1.0f;  // pad: 1
+      } else if (col < cols) {
+        scale_t[col * row_blocks + rb] = s;
+      }
+    }
   } else {
     float amax = warp_amax[0];
 #pragma unroll
