@@ -155,10 +155,13 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
 
 
 def _quantize_dual_launch(x, t_block_rows: int, scale_transposed: bool = False,
-                          scale_t_transposed: bool = False):
+                          scale_t_transposed: bool = False, block_rows: int = 1):
   r, c = x.shape
   r4, c4 = -(-r // 4) * 4, -(-c // 4) * 4
-  s_shape = (_cdiv(c, BLOCK), r4) if scale_transposed else (r, _cdiv(c, BLOCK))
+  if scale_transposed:
+    s_shape = (_cdiv(c, BLOCK), r4)
+  else:
+    s_shape = (r if block_rows == 1 else _cdiv(r, BLOCK), _cdiv(c, BLOCK))
   if scale_t_transposed:
     st_shape = (_cdiv(r, BLOCK), c4)
   else:
@@ -168,27 +171,29 @@ def _quantize_dual_launch(x, t_block_rows: int, scale_transposed: bool = False,
          jax.ShapeDtypeStruct((c, r), E4M3),
          jax.ShapeDtypeStruct(st_shape, np.float32))
   q, s, qt, st = jax.ffi.ffi_call(reg.QUANTIZE_FP8_DUAL, out)(
-      x, t_block_rows=np.int32(t_block_rows), scale_transposed=np.int32(scale_transposed),
+      x, block_rows=np.int32(block_rows), t_block_rows=np.int32(t_block_rows),
+      scale_transposed=np.int32(scale_transposed),
       scale_t_transposed=np.int32(scale_t_transposed))
   return (q, s), (qt, st)
 
 
 @functools.lru_cache(maxsize=None)
-def _quantize_dual_kernel(t_block_rows: int, scale_transposed: bool, scale_t_transposed: bool):
+def _quantize_dual_kernel(t_block_rows: int, scale_transposed: bool, scale_t_transposed: bool,
+                          block_rows: int):
   """The dual quantize launch as a custom_vmap function. A batched call (vmap of
   fp8_dot) runs the two single quantizations under vmap instead, which have
   their own batching rules (the 1x128 launch folds the batch into rows)."""
 
   @custom_vmap
   def call(x):
-    return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed)
+    return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed, block_rows)
 
   @call.def_vmap
   def rule(axis_size, in_batched, x):
     del axis_size
     if not in_batched[0]:
       return call(x), ((False, False), (False, False))
-    separate = lambda x: (_quantize_kernel(1, scale_transposed)(x),
+    separate = lambda x: (_quantize_kernel(block_rows, scale_transposed)(x),
                           _quantize_kernel(t_block_rows, scale_t_transposed)(x.T))
     return jax.vmap(separate)(x), ((True, True), (True, True))
 
@@ -196,8 +201,9 @@ def _quantize_dual_kernel(t_block_rows: int, scale_transposed: bool, scale_t_tra
 
 
 def _quantize_dual_op(ctx, x, t_block_rows: int, scale_transposed: bool = False,
-                      scale_t_transposed: bool = False):
-  """((q, s), (qt, st)) = (quantize(x, 1x128), quantize(x^T, t_block_rows x 128)).
+                      scale_t_transposed: bool = False, block_rows: int = 1):
+  """((q, s), (qt, st)) = (quantize(x, block_rows x 128), quantize(x^T, t_block_rows x 128)),
+  block_rows 1, or 128 with t_block_rows 128 (x's 128x128 tiles are x^T's: a weight).
 
   One kernel reads x once for both when usable; otherwise the two quantizations
   run separately (x^T through an XLA transpose). Bit-identical either way.
@@ -205,11 +211,12 @@ def _quantize_dual_op(ctx, x, t_block_rows: int, scale_transposed: bool = False,
   1x128 scale comes in the fp8 GEMM's A-scale layout (see _quantize_op).
   """
   assert not scale_t_transposed or t_block_rows == 1
+  assert block_rows == 1 or (t_block_rows == BLOCK and not scale_transposed)
   if (ctx.can_call(reg.QUANTIZE_FP8_DUAL) and np.dtype(x.dtype) in _QUANT_KERNEL_IN
       and x.size > 0):
     return _quantize_dual_kernel(int(t_block_rows), bool(scale_transposed),
-                                 bool(scale_t_transposed))(x)
-  return (_quantize_op(ctx, x, (1, BLOCK), E4M3, scale_transposed),
+                                 bool(scale_t_transposed), int(block_rows))(x)
+  return (_quantize_op(ctx, x, (block_rows, BLOCK), E4M3, scale_transposed),
           _quantize_op(ctx, x.T, (t_block_rows, BLOCK), E4M3, scale_t_transposed))
 
 
@@ -292,13 +299,23 @@ def _product(ctx, aq, a_s, bq, b_s, out_dtype, kernel_scales: bool):
   return _gemm.fp8_gemm(ctx, aq, a_s, bq, b_s, None, 0.0, out_dtype)
 
 
+def _quantize_weight(ctx, w):
+  """w (K, N) in 128x128 blocks, both ways: ((wq (K, N), ws (K/128, N/128)), (wq_t (N, K),
+  ws_t (N/128, K/128))), the same tiles. With the dual kernel one read of w gives both
+  (no XLA transpose of w); without it w^T is quantized and transposed back (exact)."""
+  if ctx.can_call(reg.QUANTIZE_FP8_DUAL):
+    return _quantize_dual_op(ctx, w, BLOCK, block_rows=BLOCK)
+  wq_t, ws_t = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)
+  return (wq_t.T, ws_t.T), (wq_t, ws_t)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
 def _fp8_dot(ctx, out_dtype, x_dtype, w_dtype, plan, x2, w):
   del x_dtype, w_dtype
   # x in 1x128 blocks along K, w^T in 128x128 blocks: (N, K).
   xq, xs = _quantize_op(ctx, x2, (1, BLOCK), E4M3, plan[0])
-  wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)
-  return _product(ctx, xq, xs, wq_t, ws, out_dtype, plan[0])
+  _, (wq_t, ws_t) = _quantize_weight(ctx, w)
+  return _product(ctx, xq, xs, wq_t, ws_t, out_dtype, plan[0])
 
 
 def _fp8_dot_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, x2, w):
@@ -307,21 +324,20 @@ def _fp8_dot_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, x2, w):
   # weight gradient: one pass over x. The residual is that FP8 copy (half the
   # bytes of a bf16 x), not x itself.
   (xq, xs), (xq_t, xs_t) = _quantize_dual_op(ctx, x2, 1, plan[0], plan[1])
-  wq_t, ws = _quantize_op(ctx, w.T, (BLOCK, BLOCK), E4M3)          # (N, K), 128x128
-  y = _product(ctx, xq, xs, wq_t, ws, out_dtype, plan[0])
-  # The 128x128 tiles of w and w^T are the same tiles: the backward reuses the
-  # quantized weight transposed (exact) instead of quantizing w again.
-  return y, (xq_t, xs_t, wq_t, ws)
+  # w^T (N, K) for y, w (K, N) for dx: the same 128x128 tiles, quantized once.
+  (wq, ws), (wq_t, ws_t) = _quantize_weight(ctx, w)
+  y = _product(ctx, xq, xs, wq_t, ws_t, out_dtype, plan[0])
+  return y, (xq_t, xs_t, wq, ws)
 
 
 def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, res, g):
   del out_dtype
-  xq_t, xs_t, wq_t, ws = res
+  xq_t, xs_t, wq, ws = res
   # g in 1x128 blocks along N (dx's contraction) and g^T in 128x128 blocks
   # (dw's right operand): one pass over g.
   (gq, gs), (gq_t, gs_t) = _quantize_dual_op(ctx, g, BLOCK, plan[2])
-  # dx (M, K) = g (M, N) @ w^T: the (K, N) operand is Q(w) (tiles of w^T transposed).
-  dx = _product(ctx, gq, gs, wq_t.T, ws.T, x_dtype, plan[2])
+  # dx (M, K) = g (M, N) @ w^T: the (K, N) operand is Q(w).
+  dx = _product(ctx, gq, gs, wq, ws, x_dtype, plan[2])
   # dw (K, N) = x^T (K, M) @ g (M, N): contraction over M in both operands.
   dw = _product(ctx, xq_t, xs_t, gq_t, gs_t, w_dtype, plan[1])
   return dx, dw

@@ -429,19 +429,26 @@ def bench_quant(reps, log, quick):
       row[f"xla_ref_{br}_GBps"] = nbytes / t / 1e9
     # x and x^T in one pass (jax_sm100_quantize_fp8_dual) against what fp8_dot runs
     # without it: the 1x128 kernel on x, an XLA transpose, the kernel on x^T.
-    for tb in (1, 128):
-      scale_elems = r * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
+    # Dual modes (block_rows, t_block_rows) -> key: x in 1x128 with x^T in 1x128 ("1") or
+    # in 128x128 ("128"); both in 128x128 ("w": a weight, against quantizing w^T alone and
+    # transposing it).
+    for br, tb, key in ((1, 1, "1"), (1, 128, "128"), (128, 128, "w")):
+      s_rows = r if br == 1 else _cdiv(r, 128)
+      scale_elems = s_rows * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
       nbytes = r * c * 2 + 2 * r * c + 4 * scale_elems
-      dual = lambda x: _quantize_dual_launch(x, tb)  # noqa: E731
+      dual = lambda x, br=br, tb=tb: _quantize_dual_launch(x, tb, block_rows=br)  # noqa: E731
       t = time_jax(dual, sets, reps)
-      row[f"dual_{tb}_GBps"] = nbytes / t / 1e9
-      row[f"dual_{tb}_frac_of_copy"] = row[f"dual_{tb}_GBps"] / copy_bw
+      row[f"dual_{key}_GBps"] = nbytes / t / 1e9
+      row[f"dual_{key}_frac_of_copy"] = row[f"dual_{key}_GBps"] / copy_bw
       if torch is not None:
-        row[f"dual_{tb}_gpu_GBps"] = nbytes / gpu_time_jax(torch, dual, sets) / 1e9
-        row[f"dual_{tb}_gpu_frac_of_copy"] = row[f"dual_{tb}_gpu_GBps"] / copy_gpu
-      t_sep = time_jax(lambda x: (_quantize_launch(x, 1), _quantize_launch(x.T, tb)),
-                       [(x,) for x in xs], reps)
-      row[f"dual_{tb}_speedup_vs_separate"] = t_sep / t
+        row[f"dual_{key}_gpu_GBps"] = nbytes / gpu_time_jax(torch, dual, sets) / 1e9
+        row[f"dual_{key}_gpu_frac_of_copy"] = row[f"dual_{key}_gpu_GBps"] / copy_gpu
+      if br == 1:
+        sep = lambda x, tb=tb: (_quantize_launch(x, 1), _quantize_launch(x.T, tb))  # noqa: E731
+      else:  # fp8_dot without the dual kernel: w^T quantized, then transposed back
+        sep = lambda x: (lambda qs: (qs, qs[0].T, qs[1].T))(_quantize_launch(x.T, 128))  # noqa: E731
+      t_sep = time_jax(sep, [(x,) for x in xs], reps)
+      row[f"dual_{key}_speedup_vs_separate"] = t_sep / t
     rows.append(row)
     log("  " + " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in row.items()))
@@ -598,8 +605,9 @@ def main(argv=None):
       log(f"quantize {q['shape']}, GPU time: 1x128 {q['ours_1_gpu_GBps']:.0f} GB/s "
           f"({q['ours_1_gpu_frac_of_copy']:.0%} of copy), 128x128 {q['ours_128_gpu_GBps']:.0f} GB/s "
           f"({q['ours_128_gpu_frac_of_copy']:.0%}), dual {q['dual_1_gpu_GBps']:.0f} / "
-          f"{q['dual_128_gpu_GBps']:.0f} GB/s ({q['dual_1_gpu_frac_of_copy']:.0%} / "
-          f"{q['dual_128_gpu_frac_of_copy']:.0%}); copy {q['copy_torch_gpu_GBps']:.0f} GB/s (memcpy), "
+          f"{q['dual_128_gpu_GBps']:.0f} / {q['dual_w_gpu_GBps']:.0f} GB/s "
+          f"({q['dual_1_gpu_frac_of_copy']:.0%} / {q['dual_128_gpu_frac_of_copy']:.0%} / "
+          f"{q['dual_w_gpu_frac_of_copy']:.0%}); copy {q['copy_torch_gpu_GBps']:.0f} GB/s (memcpy), "
           f"{q['copy_xla_gpu_GBps']:.0f} GB/s (XLA x + 1)")
     log(f"quantize {q['shape']}, wall time: 1x128 {q['ours_1_GBps']:.0f} GB/s ({q['ours_1_frac_of_copy']:.0%} of copy), "
         f"128x128 {q['ours_128_GBps']:.0f} GB/s ({q['ours_128_frac_of_copy']:.0%}); copy "
@@ -607,8 +615,8 @@ def main(argv=None):
         f"{q['xla_ref_1_GBps']:.0f} / {q['xla_ref_128_GBps']:.0f} GB/s; dual (x and x^T) "
         f"{q['dual_1_GBps']:.0f} / {q['dual_128_GBps']:.0f} GB/s "
         f"({q['dual_1_frac_of_copy']:.0%} / {q['dual_128_frac_of_copy']:.0%} of copy), "
-        f"{q['dual_1_speedup_vs_separate']:.2f}x / {q['dual_128_speedup_vs_separate']:.2f}x "
-        f"the separate quantizations")
+        f"{q['dual_1_speedup_vs_separate']:.2f}x / {q['dual_128_speedup_vs_separate']:.2f}x / "
+        f"{q['dual_w_speedup_vs_separate']:.2f}x the separate quantizations")
   log(f"wrote {os.path.join(args.out, 'bench_fp8.json')}" + (" and bench_fp8.png" if png else ""))
   return 0
 

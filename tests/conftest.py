@@ -98,15 +98,17 @@ def _emulated_quantize(result, x, *, block_rows, scale_transposed):
   return q, s
 
 
-def _emulated_quantize_dual(result, x, *, t_block_rows, scale_transposed, scale_t_transposed):
-  """Stand-in for jax_sm100_quantize_fp8_dual: quantize(x, 1x128) and
+def _emulated_quantize_dual(result, x, *, block_rows, t_block_rows, scale_transposed,
+                            scale_t_transposed):
+  """Stand-in for jax_sm100_quantize_fp8_dual: quantize(x, block_rows x 128) and
   quantize(x^T, t_block_rows x 128) by the reference recipe, contract checked."""
   from jax_sm100._fp8 import _quantize
   assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
   assert int(t_block_rows) in (1, 128)
   assert int(scale_transposed) in (0, 1) and int(scale_t_transposed) in (0, 1)
   assert not (int(scale_t_transposed) and int(t_block_rows) != 1)
-  q, s = _quantize(x, (1, 128), jnp.float8_e4m3fn)
+  assert int(block_rows) == 1 or (int(t_block_rows) == 128 and not int(scale_transposed))
+  q, s = _quantize(x, (int(block_rows), 128), jnp.float8_e4m3fn)
   qt, st = _quantize(x.T, (int(t_block_rows), 128), jnp.float8_e4m3fn)
   outs = (q, _gemm_scale_layout(s) if int(scale_transposed) else s,
           qt, _gemm_scale_layout(st) if int(scale_t_transposed) else st)

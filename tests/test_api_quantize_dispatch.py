@@ -85,8 +85,10 @@ DUAL = "jax_sm100_quantize_fp8_dual"
 
 
 def dual_calls(f, *args):
+  """(block_rows, t_block_rows) of every dual quantize launch in f's lowering."""
   text = jax.jit(f).lower(*args).as_text()
-  return re.findall(r"stablehlo\.custom_call @" + DUAL + r"\(.*?\{.*?t_block_rows = (\d+) : i32", text)
+  return re.findall(r"stablehlo\.custom_call @" + DUAL + r"\([^{]*\{[^}]*?\bblock_rows = (\d+) : i32"
+                    r"[^}]*?t_block_rows = (\d+) : i32", text)
 
 
 def _fp8_loss(x, w):
@@ -114,12 +116,14 @@ def test_fp8_dot_grad_uses_the_dual_quantize(fake_sm90, monkeypatch):
   monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS", raising=False)
   x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
   f = jax.grad(_fp8_loss, argnums=(0, 1))
-  # forward: x and x^T (1x128 each) in one launch; backward: g (1x128) and g^T
-  # (128x128) in one launch. Only w goes through the single quantize (128x128).
-  assert sorted(dual_calls(f, x, w)) == ["1", "128"]
-  assert quant_calls(f, x, w) == ["128"]
-  # The primal alone needs no transposed copy.
-  assert dual_calls(jax_sm100.fp8_dot, x, w) == []
+  # forward: x and x^T (1x128 each) in one launch, w and w^T (128x128 each) in one
+  # launch; backward: g (1x128) and g^T (128x128) in one launch.
+  assert sorted(dual_calls(f, x, w)) == [("1", "1"), ("1", "128"), ("128", "128")]
+  assert quant_calls(f, x, w) == []
+  # The primal alone: x (1x128) through the single quantize; w^T from w's dual launch
+  # (reading w once beats an XLA transpose of w and then quantizing it).
+  assert dual_calls(jax_sm100.fp8_dot, x, w) == [("128", "128")]
+  assert quant_calls(jax_sm100.fp8_dot, x, w) == ["1"]
 
 
 @pytest.mark.parametrize("shape", [(200, 260), (128, 384), (1, 16), (300, 129)])

@@ -428,41 +428,48 @@ def test_quantize_nan_block_stays_visible(rng):
 # Dual quantization (x and x^T in one pass)
 # ---------------------------------------------------------------------------
 
-def ffi_quantize_dual(x, t_block_rows, scale_transposed=False, scale_t_transposed=False):
+def ffi_quantize_dual(x, t_block_rows, scale_transposed=False, scale_t_transposed=False,
+                      block_rows=1):
   from jax_sm100._fp8 import _quantize_dual_launch
-  return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed)
+  return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed, block_rows)
+
+
+# (block_rows, t_block_rows): x in 1x128 and x^T in 1x128 (fp8_dot's x) or 128x128 (its
+# g), or both in 128x128 (its w)
+DUAL_MODES = [(1, 1), (1, 128), (128, 128)]
 
 
 DUAL_SHAPES = [(1, 16), (128, 128), (300, 1000), (257, 130), (1000, 24), (64, 4096), (4096, 40)]
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
-@pytest.mark.parametrize("t_block_rows", [1, 128])
+@pytest.mark.parametrize("block_rows,t_block_rows", DUAL_MODES)
 @pytest.mark.parametrize("r,c", DUAL_SHAPES)
-def test_quantize_dual_bit_exact(rng, r, c, t_block_rows, dtype):
+def test_quantize_dual_bit_exact(rng, r, c, block_rows, t_block_rows, dtype):
   x = rng.standard_normal((r, c)).astype(np.float32)
   x *= (10.0 ** rng.uniform(-4, 4, (r, 1))).astype(np.float32)   # rows of very different size
   x *= (10.0 ** rng.uniform(-2, 2, (1, c))).astype(np.float32)   # and columns
   x[rng.random(x.shape) < 0.01] *= 300.0
   x = jnp.asarray(x).astype(dtype)
-  (q, s), (qt, st) = ffi_quantize_dual(x, t_block_rows)
-  rq, rs = _reference_quantize_cpu(x, (1, 128))
+  (q, s), (qt, st) = ffi_quantize_dual(x, t_block_rows, block_rows=block_rows)
+  rq, rs = _reference_quantize_cpu(x, (block_rows, 128))
   rqt, rst = _reference_quantize_cpu(np.asarray(x).T, (t_block_rows, 128))
-  assert _bits_equal(s, rs) and _bits_equal(q, rq), "x's 1x128 quantization differs"
+  assert s.shape == rs.shape and q.shape == rq.shape
+  assert _bits_equal(s, rs) and _bits_equal(q, rq), "x's quantization differs"
   assert st.shape == rst.shape and qt.shape == rqt.shape
   assert _bits_equal(st, rst), "x^T's scales differ from the reference quantizer"
   assert _bits_equal(qt, rqt), "qt differs from the reference quantizer"
 
 
-@pytest.mark.parametrize("t_block_rows", [1, 128])
-def test_quantize_dual_special_values(rng, t_block_rows):
+@pytest.mark.parametrize("block_rows,t_block_rows", DUAL_MODES)
+def test_quantize_dual_special_values(rng, block_rows, t_block_rows):
   r, c = 384, 256
   x = rng.standard_normal((r, c)).astype(np.float32)
   x[:128, :128] = 0.0             # an all-zero tile: zero blocks both ways
   x[128:256, 128:] *= 1e30        # far beyond e4m3's range before scaling
   x[300, 7] = np.nan              # NaN: its row block and its column block
-  (q, s), (qt, st) = ffi_quantize_dual(jnp.asarray(x), t_block_rows)
-  rq, rs = _reference_quantize_cpu(x, (1, 128))
+  (q, s), (qt, st) = ffi_quantize_dual(jnp.asarray(x), t_block_rows, block_rows=block_rows)
+  rq, rs = _reference_quantize_cpu(x, (block_rows, 128))
   rqt, rst = _reference_quantize_cpu(x.T, (t_block_rows, 128))
   assert _bits_equal(s, rs) and _bits_equal(q, rq)
   assert _bits_equal(st, rst) and _bits_equal(qt, rqt)
@@ -555,6 +562,7 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
       for tb in (1, 128):
         jax.block_until_ready(_quantize_dual_launch(xt, tb))
         jax.block_until_ready(_quantize_dual_launch(xt, tb, True, tb == 1))
+      jax.block_until_ready(_quantize_dual_launch(xt, 128, block_rows=128))
     m, n, k = 130, 200, 272
     a = jnp.asarray(rng.standard_normal((m, k))).astype(jnp.float8_e4m3fn)
     b = jnp.asarray(rng.standard_normal((n, k))).astype(jnp.float8_e4m3fn)

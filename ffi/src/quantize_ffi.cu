@@ -10,8 +10,11 @@
 //
 // XLA FFI handler "jax_sm100_quantize_fp8_dual": x and its transpose in one pass.
 //
-//   x (R, C) bf16 | f16 | f32  ->  q (R, C) f8e4m3fn, scale (R, ceil(C/128)) f32   (1x128 of x)
-//                                  qt (C, R) f8e4m3fn, scale_t f32                 (blocks of x^T)
+//   x (R, C) bf16 | f16 | f32  ->  q (R, C) f8e4m3fn, scale f32     (blocks of x)
+//                                  qt (C, R) f8e4m3fn, scale_t f32  (blocks of x^T)
+//   attribute block_rows (int32):   1   -> scale (R, ceil(C/128))            = quantize(x, 1x128)
+//                                   128 -> scale (ceil(R/128), ceil(C/128))  = quantize(x, 128x128)
+//                                          (needs t_block_rows 128: then qt = q^T, scale_t = scale^T)
 //   attribute t_block_rows (int32): 1   -> scale_t (C, ceil(R/128))          = quantize(x^T, 1x128)
 //                                   128 -> scale_t (ceil(C/128), ceil(R/128)) = quantize(x^T, 128x128)
 //   attribute scale_transposed (int32): 1 -> scale (ceil(C/128), round_up(R, 4)), the GEMM's
@@ -88,11 +91,11 @@ ffi::Error launch_for_input_type(const char* op, ffi::DataType type, LaunchFor l
   return ffi::Error::Success();
 }
 
-template <typename T, int kTRows>
+template <typename T, int kQRows, int kTRows>
 cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
                         float* scale_t, int64_t rows, int64_t cols, int64_t scale_ld,
                         int64_t scale_t_ld) {
-  auto kernel = quantize_dual_kernel<T, kTRows>;
+  auto kernel = quantize_dual_kernel<T, kQRows, kTRows>;
   constexpr int kSmem = DualSmem<T>::kBytes;
   // Above the 48 KB default: opt in once per instantiation (not a stream operation, so
   // also fine while XLA captures a command buffer).
@@ -112,11 +115,13 @@ cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scal
 /// scale_ld / scale_t_ld: 0 = documented layout, else the transposed layout's row length.
 template <typename T>
 cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
-                        float* scale_t, int64_t rows, int64_t cols, int t_block_rows,
+                        float* scale_t, int64_t rows, int64_t cols, int block_rows, int t_block_rows,
                         int64_t scale_ld, int64_t scale_t_ld) {
+  if (block_rows == kBlock)
+    return launch_dual<T, kBlock, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, 0, 0);
   return t_block_rows == 1
-             ? launch_dual<T, 1>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, scale_t_ld)
-             : launch_dual<T, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, 0);
+             ? launch_dual<T, 1, 1>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, scale_t_ld)
+             : launch_dual<T, 1, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, 0);
 }
 
 bool has_shape(ffi::AnyBuffer::Dimensions d, int64_t d0, int64_t d1) {
@@ -127,7 +132,8 @@ std::string shape_str(int64_t d0, int64_t d1) {
   return "(" + std::to_string(d0) + ", " + std::to_string(d1) + ")";
 }
 
-ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_block_rows,
+ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
+                              int32_t t_block_rows,
                               int32_t scale_transposed, int32_t scale_t_transposed,
                               ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> scale,
                               ffi::Result<ffi::AnyBuffer> qt,
@@ -137,6 +143,12 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
     return ffi::Error::InvalidArgument("quantize_fp8_dual: x must be a matrix (rank 2), got rank " +
                                        std::to_string(xd.size()));
   const int64_t rows = xd[0], cols = xd[1];
+  if (block_rows != 1 && block_rows != 128)
+    return ffi::Error::InvalidArgument("quantize_fp8_dual: block_rows must be 1 or 128, got " +
+                                       std::to_string(block_rows));
+  if (block_rows == 128 && (t_block_rows != 128 || scale_transposed))
+    return ffi::Error::InvalidArgument(
+        "quantize_fp8_dual: block_rows 128 needs t_block_rows 128 and scale_transposed 0");
   if (t_block_rows != 1 && t_block_rows != 128)
     return ffi::Error::InvalidArgument("quantize_fp8_dual: t_block_rows must be 1 or 128, got " +
                                        std::to_string(t_block_rows));
@@ -154,7 +166,8 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
   const int64_t scale_t_ld = scale_t_transposed ? (cols + 3) / 4 * 4 : 0;
   if (!has_shape(q->dimensions(), rows, cols))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: q must have x's shape");
-  const int64_t s0 = scale_transposed ? cb : rows, s1 = scale_transposed ? scale_ld : cb;
+  const int64_t s0 = scale_transposed ? cb : (block_rows == 1 ? rows : rb);
+  const int64_t s1 = scale_transposed ? scale_ld : cb;
   if (!has_shape(scale->dimensions(), s0, s1))
     return ffi::Error::InvalidArgument("quantize_fp8_dual: scale must have shape " +
                                        shape_str(s0, s1));
@@ -174,7 +187,7 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t t_b
   float* stp = scale_t->typed_data();
   return launch_for_input_type("quantize_fp8_dual", x.element_type(), [&](auto type) {
     return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
-                                       t_block_rows, scale_ld, scale_t_ld);
+                                       block_rows, t_block_rows, scale_ld, scale_t_ld);
   });
 }
 
@@ -236,6 +249,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Dual, quantize_dual_impl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
+                                  .Attr<int32_t>("block_rows")
                                   .Attr<int32_t>("t_block_rows")
                                   .Attr<int32_t>("scale_transposed")
                                   .Attr<int32_t>("scale_t_transposed")

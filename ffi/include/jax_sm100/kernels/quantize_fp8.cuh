@@ -22,7 +22,10 @@
 //   quantize_128x128_kernel: scale (ceil(R/128), ceil(C/128)).
 // And one kernel that quantizes x and its transpose in a single read of x (what a
 // training step needs: Q(x) for the forward product, Q(x^T) for the weight gradient):
-//   quantize_dual_kernel:    (q, scale)   = 1x128 of x,         as quantize_1x128_kernel;
+//   quantize_dual_kernel:    (q, scale)   = kQRows x 128 of x: 1x128 as quantize_1x128_kernel,
+//                            or 128x128 (then kTRows is 128 too: x's tiles and x^T's are the
+//                            same tiles, so qt = q^T and scale_t = scale^T; what a weight
+//                            needs, w^T for the forward product and w for the backward);
 //                            (qt, scale_t) = kTRows x 128 of x^T: qt (C, R), scale_t
 //                            (C, ceil(R/128)) for kTRows == 1 (128x1 blocks of x), or
 //                            (ceil(C/128), ceil(R/128)) for kTRows == 128.
@@ -301,10 +304,11 @@ struct DualSmem {
   static constexpr int kBytes = kTileBytes + kStageBytes + 2 * kBlock * 4 + 8 * 4;
 };
 
-/// quantize(x, 1x128) and quantize(x^T, kTRows x 128) from one read of x; see the file
-/// comment. One CTA of 256 threads per 128x128 tile (blockIdx.x = rb * col_blocks + cb):
+/// quantize(x, kQRows x 128) and quantize(x^T, kTRows x 128) from one read of x; see the
+/// file comment. One CTA of 256 threads per 128x128 tile (blockIdx.x = rb * col_blocks + cb):
 ///   row phase:    thread t owns 16 columns (t % 8) of rows t/8 + 32i: 1x128 row amax by
-///                 8-lane shuffles, q and scale stored as in quantize_1x128_kernel, the raw
+///                 8-lane shuffles, q and scale stored as in quantize_1x128_kernel (kQRows
+///                 == 128: after the tile amax is known, from the parked chunks), the raw
 ///                 chunk parked in shared memory (zeros past R / C);
 ///   column phase: warp w, lane l owns tile column 32 (w % 4) + l over rows
 ///                 [64 (w / 4), +64): column amax (kTRows == 1: two halves combined through
@@ -315,7 +319,7 @@ struct DualSmem {
 /// (scale_ld = round_up(R, 4), pad entries 1); likewise `scale_t_ld` > 0 (kTRows == 1):
 /// scale_t[rb * scale_t_ld + col] (scale_t_ld = round_up(C, 4)). The GEMM TMA-loads A's
 /// scales in that layout. Dynamic shared memory: DualSmem<T>::kBytes.
-template <typename T, int kTRows>
+template <typename T, int kQRows, int kTRows>
 __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
                                                             uint8_t* __restrict__ q,
                                                             float* __restrict__ scale,
@@ -325,6 +329,8 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
                                                             bool aligned_x, bool aligned_t,
                                                             int64_t scale_ld, int64_t scale_t_ld) {
   static_assert(kTRows == 1 || kTRows == kBlock, "x^T in 1x128 or 128x128 blocks");
+  static_assert(kQRows == 1 || (kQRows == kBlock && kTRows == kBlock),
+                "x in 1x128 blocks, or x and x^T both in 128x128 blocks");
   using Smem = DualSmem<T>;
   constexpr int kRowsPerPass = 256 / kThreadsPerRowBlock;  // 32
   constexpr int kPasses = kBlock / kRowsPerPass;           // 4
@@ -364,6 +370,7 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
       float v[kChunk];
       const float amax = row_block_amax<T>(raw[u], v);
       tile_amax = nan_max(tile_amax, amax);
+      if (kQRows != 1) continue;  // 128x128: q waits for the tile amax
       if (row < rows) {
         const float sc = block_scale(amax);
         if (sub == 0) {
@@ -383,6 +390,29 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
     if (lane == 0) warp_amax[warp] = tile_amax;
   }
   __syncthreads();  // the tile (and the warp maxima) are complete
+  float tile_s = 0.0f;  // the 128x128 tile's scale (kTRows == 128)
+  if constexpr (kTRows == kBlock) {
+    float amax = warp_amax[0];
+#pragma unroll
+    for (int w = 1; w < 8; ++w) amax = nan_max(amax, warp_amax[w]);
+    tile_s = block_scale(amax);
+  }
+  if constexpr (kQRows == kBlock) {  // x's 128x128 block: its rows again, from the parked chunks
+    if (threadIdx.x == 0) scale[rb * col_blocks + cb] = tile_s;
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int tr = r_in + p * kRowsPerPass;
+      const int64_t row = rb * kBlock + tr;
+      if (row >= rows) continue;
+      RawChunk<T> raw;
+      const uint4* src = reinterpret_cast<const uint4*>(tile + tr * Smem::kTileRowBytes + sub * kChunk * sizeof(T));
+#pragma unroll
+      for (int i = 0; i < RawChunk<T>::kVecs; ++i) raw.v[i] = src[i];
+      float v[kChunk];
+      to_floats<T>(raw, v);
+      store_chunk(q + row * cols, c0, cols, vec, v, tile_s);
+    }
+  }
 
   // ---- column phase: blocks of x^T ----
   const int tc = 32 * (warp % 4) + lane;        // tile column = row of qt
@@ -407,10 +437,7 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
       }
     }
   } else {
-    float amax = warp_amax[0];
-#pragma unroll
-    for (int w = 1; w < 8; ++w) amax = nan_max(amax, warp_amax[w]);
-    s = block_scale(amax);
+    s = tile_s;
     if (threadIdx.x == 0) scale_t[cb * row_blocks + rb] = s;
   }
   const float inv = __fdiv_rn(1.0f, s);
