@@ -523,6 +523,34 @@ def test_fp8_dot_fused_scales_are_bit_identical(rng, monkeypatch):
     assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
 
 
+def test_fp8_dot_vmap_with_fused_scales_on_the_kernels(rng, monkeypatch):
+  # vmap of fp8_dot's value and grads over a batch of x: the batching rules take the
+  # kernel-layout scales back to the documented layout and fold the batch into M; the
+  # same bits as with XLA transposing the scales, and each example close to the
+  # float64 grads of the unquantized product.
+  x = jnp.asarray(rng.standard_normal((3, 130, 384)).astype(np.float32)).astype(jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((384, 256)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
+  loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
+  f = jax.jit(jax.vmap(jax.value_and_grad(loss, argnums=(0, 1)), (0, None)))
+  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
+  jax.clear_caches()
+  base = f(x, w)
+  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
+  jax.clear_caches()
+  assert "jax_sm100_fp8_gemm" in f.lower(x, w).as_text()
+  fused = f(x, w)
+  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(fused)):
+    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+  _, (dx, dw) = fused
+  for i in range(x.shape[0]):
+    x64, w64 = (np.asarray(v.astype(jnp.float32), np.float64) for v in (x[i], w))
+    y64 = x64 @ w64
+    g64 = 2.0 * y64  # d(sum y^2)/dy
+    for got, ref, name in ((dx[i], g64 @ w64.T, "dx"), (dw[i], x64.T @ g64, "dw")):
+      got = np.asarray(got.astype(jnp.float32), np.float64)
+      assert calc_diff(got, ref) < 5e-3, (i, name, calc_diff(got, ref))
+
+
 def test_fp8_dot_with_dual_quantize_is_bit_identical(rng, monkeypatch):
   # fp8_dot's value and grads with the dual kernel == without it (the separate
   # quantize launches): the kernel only fuses, it must not change a bit.
