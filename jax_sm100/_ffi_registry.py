@@ -17,10 +17,9 @@ GEMM = "jax_sm100_gemm"
 GEMM_RESIDUAL = "jax_sm100_gemm_residual"
 FP8_GEMM = "jax_sm100_fp8_gemm"
 FP8_GEMM_RESIDUAL = "jax_sm100_fp8_gemm_residual"
-FP8_GEMM_SK = "jax_sm100_fp8_gemm_sk"  # FP8_GEMM + a stream-K workspace
 QUANTIZE_FP8 = "jax_sm100_quantize_fp8"
 QUANTIZE_FP8_DUAL = "jax_sm100_quantize_fp8_dual"
-KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, FP8_GEMM_SK, QUANTIZE_FP8,
+KNOWN_TARGETS = (GEMM, GEMM_RESIDUAL, FP8_GEMM, FP8_GEMM_RESIDUAL, QUANTIZE_FP8,
                  QUANTIZE_FP8_DUAL)
 
 # JAX_SM100_DISABLE_TARGETS=name[,name...]: the ops do not launch these targets
@@ -59,12 +58,6 @@ def has_cuda() -> bool:
 def cuda_archs() -> tuple[str, ...]:
   """GPU architectures with machine code in the build, e.g. ('sm_90a',)."""
   return tuple(_ffi.cuda_archs()) if has_cuda() else ()
-
-
-def fp8_stream_k_workspace_bytes(m: int, n: int, k: int) -> int:
-  """Bytes of the stream-K workspace FP8_GEMM_SK wants for an (M, N, K) product on the
-  current device; 0 when that launch would not use stream-K (or without CUDA)."""
-  return int(_ffi.fp8_stream_k_workspace_bytes(m, n, k)) if has_cuda() else 0
 
 
 def sm100_targets() -> frozenset[str]:

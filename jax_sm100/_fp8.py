@@ -295,7 +295,7 @@ def _plan(ctx, m: int, k: int, n: int, out_dtype, x_dtype, w_dtype):
 def _product(ctx, aq, a_s, bq, b_s, out_dtype, kernel_scales: bool):
   """(aq*a_s) @ (bq*b_s)^T; a_s in the kernel layout when kernel_scales."""
   if kernel_scales:
-    return _gemm.fp8_gemm_kernel_scales(ctx, aq, a_s, bq, b_s)
+    return _gemm.fp8_gemm_kernel_scales(aq, a_s, bq, b_s)
   return _gemm.fp8_gemm(ctx, aq, a_s, bq, b_s, None, 0.0, out_dtype)
 
 

@@ -255,7 +255,7 @@ def fp8_documented_a_scale(a_scale_k, m: int):
   return jnp.swapaxes(a_scale_k, -1, -2)[..., :m, :]
 
 
-def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False, stream_k=False):
+def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False):
   """The one place that knows the fp8 kernels' operand layout.
 
   a (M, K) e4m3, a_scale (M, ceil(K/128)) f32, b (N, K) e4m3,
@@ -265,8 +265,6 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False, st
   so the scale tensors are unchanged. a's scales go to the kernel transposed
   (fp8_kernel_a_scale: a small XLA transpose here), unless they already come in
   that layout (a_scale_kernel_layout: fp8_dot's quantizers write it directly).
-  stream_k (no residual): launch the target with a stream-K workspace when the kernel
-  would use one for this shape (FP8_GEMM_SK; XLA allocates the workspace).
   """
   m, k = a.shape
   n = b.shape[0]
@@ -276,11 +274,7 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False, st
   a = _pad_to(a, 1, kp)
   b = _pad_to(_pad_to(b, 1, kp), 0, np_)
   out = jax.ShapeDtypeStruct((m, np_), BF16)
-  ws_bytes = reg.fp8_stream_k_workspace_bytes(m, np_, kp) if (stream_k and c is None) else 0
-  if ws_bytes:
-    d, _ = jax.ffi.ffi_call(reg.FP8_GEMM_SK, (out, jax.ShapeDtypeStruct((ws_bytes,), np.uint8)))(
-        a, a_scale, b, b_scale)
-  elif c is None:
+  if c is None:
     d = jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, a_scale, b, b_scale)
   else:
     c = _pad_to(c, 1, np_)
@@ -290,7 +284,7 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False, st
 
 
 @functools.lru_cache(maxsize=None)
-def _fp8_kernel(residual: bool, beta: float, stream_k: bool = False):
+def _fp8_kernel(residual: bool, beta: float):
   """The fp8 launch as a custom_vmap function.
 
   vmap rule: when only the a-side (a, a_scale, c) is batched, the vmapped axis
@@ -301,8 +295,7 @@ def _fp8_kernel(residual: bool, beta: float, stream_k: bool = False):
   @custom_vmap
   def call(*ops):
     a, a_scale, b, b_scale = ops[:4]
-    return _fp8_launch(a, a_scale, b, b_scale, ops[4] if residual else None, beta,
-                       stream_k=stream_k)
+    return _fp8_launch(a, a_scale, b, b_scale, ops[4] if residual else None, beta)
 
   @call.def_vmap
   def rule(axis_size, in_batched, *ops):
@@ -325,21 +318,20 @@ def _fp8_kernel(residual: bool, beta: float, stream_k: bool = False):
 
 
 @functools.lru_cache(maxsize=None)
-def _fp8_kernel_scales_ready(stream_k: bool):
+def _fp8_kernel_scales_ready():
   """The fp8 launch (no residual) with a's scales already in the kernel layout
   (ceil(K/128), round_up(M, 4)). vmap rule: the scales go back to the documented
   layout and the batched call takes _fp8_kernel's rule (fold into M, or reference)."""
 
   @custom_vmap
   def call(a, a_scale_k, b, b_scale):
-    return _fp8_launch(a, a_scale_k, b, b_scale, None, 0.0, a_scale_kernel_layout=True,
-                       stream_k=stream_k)
+    return _fp8_launch(a, a_scale_k, b, b_scale, None, 0.0, a_scale_kernel_layout=True)
 
   @call.def_vmap
   def rule(axis_size, in_batched, a, a_scale_k, b, b_scale):
     a_scale = fp8_documented_a_scale(a_scale_k, a.shape[-2])
     axes = [0 if bt else None for bt in in_batched]
-    d = jax.vmap(_fp8_kernel(False, 0.0, stream_k), in_axes=axes, axis_size=axis_size)(
+    d = jax.vmap(_fp8_kernel(False, 0.0), in_axes=axes, axis_size=axis_size)(
         a, a_scale, b, b_scale)
     return d, True
 
@@ -362,12 +354,12 @@ def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, c, beta: float, out_dtype):
   if (a.dtype == E4M3 and b.dtype == E4M3 and (c is None or c.dtype == BF16)
       and fp8_kernel_ok(ctx, m, n, k, out_dtype, residual=c is not None)):
     if c is None:
-      return _fp8_kernel(False, 0.0, ctx.can_call(reg.FP8_GEMM_SK))(a, a_scale, b, b_scale)
+      return _fp8_kernel(False, 0.0)(a, a_scale, b, b_scale)
     return _fp8_kernel(True, float(beta))(a, a_scale, b, b_scale, c)
   return ref_fp8_gemm(a, a_scale, b, b_scale, c, beta, out_dtype)
 
 
-def fp8_gemm_kernel_scales(ctx: Context, a, a_scale_k, b, b_scale):
+def fp8_gemm_kernel_scales(a, a_scale_k, b, b_scale):
   """fp8_gemm's kernel path with a's scales already in the kernel layout
   (fp8_kernel_a_scale's); only for calls fp8_kernel_ok accepts (bf16 out, no residual)."""
-  return _fp8_kernel_scales_ready(ctx.can_call(reg.FP8_GEMM_SK))(a, a_scale_k, b, b_scale)
+  return _fp8_kernel_scales_ready()(a, a_scale_k, b, b_scale)

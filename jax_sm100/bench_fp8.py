@@ -145,19 +145,6 @@ def gpu_time_torch(torch, fn, sets, reps=3):
   return us * 1e-6 / (reps * len(sets))
 
 
-def fp8_kernel_call(m, n, k):
-  """The FFI launch the op makes for an aligned (M, N, K) product, a's scales given in the
-  kernel's layout: the stream-K target with its workspace when the extension wants one
-  for this shape, else the plain target. Returns f(a, a_scale_t, b, b_scale) -> d."""
-  out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
-  ws = reg.fp8_stream_k_workspace_bytes(m, n, k) if reg.FP8_GEMM_SK in reg.registered_targets() else 0
-  if ws:
-    call = jax.ffi.ffi_call(reg.FP8_GEMM_SK, (out, jax.ShapeDtypeStruct((ws,), jnp.uint8)))
-    return lambda a, st, b, sb: call(a, st, b, sb)[0]
-  call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
-  return lambda a, st, b, sb: call(a, st, b, sb)
-
-
 def quantized_sets(m, n, k, n_sets, seed=0):
   """n_sets of (a, a_scale, b, b_scale) from random normal data, quantized on device."""
   from jax_sm100._fp8 import _quantize
@@ -297,8 +284,10 @@ def bench_gemm(shapes, reps, log):
     ref = ad @ bd.T
     row["ours_calc_diff"] = calc_diff(d, ref)
     if have_kernel:
+      out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+      call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
       tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-      kern = fp8_kernel_call(m, n, k)
+      kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
         gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))
@@ -377,9 +366,8 @@ def sweep(shapes, reps, log):
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
     tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-    # the workspace is sized once per shape: the stream-K variants of the sweep need the
-    # env defaults (JAX_SM100_FP8_STREAMK=0 in a variant turns it off at run time)
-    call = fp8_kernel_call(m, n, k)
+    kern = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+    call = lambda a, st, b, sb: kern(a, st, b, sb)  # noqa: E731
     runs = {v: [] for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
       for v in SWEEP_VARIANTS:
@@ -560,7 +548,7 @@ def main(argv=None):
   if args.once:
     m, n, k = args.once
     (a, sa, b, sb), = quantized_sets(m, n, k, 1)
-    kern = jax.jit(fp8_kernel_call(m, n, k))
+    kern = jax.jit(jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
     st = fp8_kernel_a_scale(sa)
     f = jax.jit(jax_sm100.fp8_blockwise_matmul)
     for _ in range(2):

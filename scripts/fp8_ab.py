@@ -38,11 +38,8 @@ def main():
     flops = 2.0 * m * n * k
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
     tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-    if hasattr(bf, "fp8_kernel_call"):  # the build's own launch (stream-K target and all)
-      kern = bf.fp8_kernel_call(m, n, k)
-    else:
-      call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-      kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+    call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+    kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
     torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
                    bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
     ours, cub = [], []

@@ -125,12 +125,6 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
     return functools.partial(_emulated_quantize, result)
   if target == "jax_sm100_quantize_fp8_dual":
     return functools.partial(_emulated_quantize_dual, result)
-  if target == "jax_sm100_fp8_gemm_sk":  # the plain product + a stream-K workspace
-    d_result, ws_result = result
-    assert np.dtype(ws_result.dtype) == np.uint8 and len(ws_result.shape) == 1
-    assert ws_result.shape[0] > 0, "the stream-K target is only launched with a workspace"
-    product = _emulated_ffi_call("jax_sm100_fp8_gemm", d_result)
-    return lambda *ops, **attrs: (product(*ops, **attrs), jnp.zeros(ws_result.shape, jnp.uint8))
   out_shape, out_dtype = tuple(result.shape), np.dtype(result.dtype)
 
   def gemm(a, b, c=None, *, trans_a, trans_b, alpha=1.0, beta=0.0):

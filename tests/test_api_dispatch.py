@@ -174,33 +174,6 @@ def test_fp8_lowering(fake_sm90):
   assert calls[0][1]["beta"] == "5.000000e-01 : f32"
 
 
-def fp8_gemm_targets(f, *args):
-  """The fp8 GEMM targets f's lowering launches, and that text."""
-  text = jax.jit(f).lower(*args).as_text()
-  return re.findall(r"stablehlo\.custom_call @(jax_sm100_fp8_gemm\w*)\(", text), text
-
-
-def test_fp8_stream_k_target_for_large_products(fake_sm90, monkeypatch):
-  # Products whose 256x128 tiles do not divide evenly over the SMs go to the stream-K
-  # target, with the workspace the extension asks for; small ones, and every product
-  # when that target is disabled, to the plain one.
-  from jax_sm100 import _ffi_registry as reg
-  m, k, n = 4096, 256, 7168
-  ws = reg.fp8_stream_k_workspace_bytes(m, n, k)
-  if not reg.has_cuda():
-    assert ws == 0
-    pytest.skip("built without CUDA: no stream-K workspace size to ask for")
-  assert ws > 0
-  x, w = jnp.ones((m, k), BF16), jnp.ones((k, n), BF16)
-  targets, text = fp8_gemm_targets(jax_sm100.fp8_dot, x, w)
-  assert targets == ["jax_sm100_fp8_gemm_sk"]
-  assert f"tensor<{ws}xui8>" in text  # the workspace result
-  assert fp8_gemm_targets(jax_sm100.fp8_dot, x[:64], w)[0] == ["jax_sm100_fp8_gemm"]
-  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "jax_sm100_fp8_gemm_sk")
-  jax.clear_caches()
-  assert fp8_gemm_targets(jax_sm100.fp8_dot, x, w)[0] == ["jax_sm100_fp8_gemm"]
-
-
 def test_fp8_vmap_folds_into_m(fake_sm90):
   x, w = jnp.ones((3, 40, 256), BF16), jnp.ones((256, 64), BF16)
   calls, _ = custom_calls(jax.vmap(jax_sm100.fp8_dot, (0, None)), x, w)

@@ -9,24 +9,19 @@
 //                                  -> d (M, N) bf16
 //   "jax_sm100_fp8_gemm_residual": the same + c (M, N) bf16, attribute beta (f32):
 //                                  d = ... + beta * c  (beta == 0: c is not read)
-//   "jax_sm100_fp8_gemm_sk":       jax_sm100_fp8_gemm + a second result, a u8 workspace of
-//                                  the size fp8_stream_k_workspace_bytes(M, N, K) gives
-//                                  (stream-K for the last tiles; a smaller one, or 0
-//                                  bytes, turns stream-K off and changes nothing else)
 // The op's documented a_scale layout (M, ceil(K/128)) has rows strided by ceil(K/128)
 // floats, which no TMA box fits; the Python layer transposes it (or the quantizer writes
 // the transposed layout directly). An earlier cp.async path for the documented layout was
 // slower on every measured shape (H200, 2026-11-22) and is gone.
 // Requirements (TMA: 16-byte aligned row strides): K % 16 == 0, N % 8 == 0; K <= 65536.
 // Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
-// allocation (the stream-K workspace is an XLA buffer), no synchronisation.
+// allocation, no synchronisation.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <type_traits>
 
 #include "device_info.h"
 #include "handlers.h"
@@ -123,34 +118,6 @@ bool pick_chain() {
   return true;
 }
 
-/// Stream-K for the last tiles (JAX_SM100_FP8_STREAMK = 0 | 1 overrides; default 1), in
-/// the one-CTA 256x128 kernel: see WorkList in the kernel.
-bool pick_stream_k() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_STREAMK")) return std::atoi(env) != 0;
-  return true;
-}
-
-/// How many of `tiles` tiles (the last ones) go stream-K over `grid` CTAs: none when the
-/// tiles divide evenly; else the remainder, plus one more wave when the remainder is
-/// under half a wave, so that every CTA gets at least half a tile of K blocks and a tile
-/// spans at most three CTAs.
-int64_t stream_k_tiles(int64_t tiles, int64_t grid) {
-  if (tiles <= grid || tiles % grid == 0) return 0;
-  const int64_t rem = tiles % grid;
-  return 2 * rem < grid ? rem + grid : rem;
-}
-
-/// The stream-K kernel and its workspace for `grid` CTAs: the flags (CTA x WG ints, padded
-/// to 256 bytes), then one partial tile per CTA (fp32).
-using StreamKCfg = fp8::Fp8GemmConfig<128, false, 1, false, 256>;
-size_t sk_flag_bytes(int64_t grid) {
-  return (static_cast<size_t>(grid) * StreamKCfg::kMathWGs * sizeof(int) + 255) / 256 * 256;
-}
-size_t sk_workspace_bytes(int64_t grid) {
-  return sk_flag_bytes(grid) + static_cast<size_t>(grid) * StreamKCfg::kMathWGs *
-                                   StreamKCfg::kWaves * StreamKCfg::kAcc * 128 * sizeof(float);
-}
-
 /// M tiles per group of the persistent tile order (JAX_SM100_FP8_GROUP_M = 1..64
 /// overrides; default 8, in cluster rows).
 int pick_group_m() {
@@ -170,8 +137,6 @@ struct Operands {
   void* d;
   int64_t m, n, k, mp;
   float beta;
-  void* sk_workspace;  // stream-K workspace (null: none)
-  size_t sk_workspace_bytes;
 };
 
 template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128>
@@ -261,24 +226,6 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   }
   const int64_t clusters = cluster_tiles < max_clusters ? cluster_tiles : max_clusters;
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * CLUSTER), 1, 1);
-  p.sk_first = static_cast<int>(cluster_tiles);  // no stream-K unless planned below
-  p.sk_iters = 0;
-  p.sk_partials = nullptr;
-  p.sk_flags = nullptr;
-  if constexpr (std::is_same_v<Cfg, StreamKCfg>) {
-    const int64_t sk_tiles = pick_stream_k() ? stream_k_tiles(cluster_tiles, clusters) : 0;
-    if (sk_tiles > 0 && sk_tiles * num_kb >= clusters && o.sk_workspace != nullptr &&
-        o.sk_workspace_bytes >= sk_workspace_bytes(clusters)) {
-      p.sk_first = static_cast<int>(cluster_tiles - sk_tiles);
-      p.sk_iters = static_cast<int>(sk_tiles * num_kb);
-      p.sk_flags = static_cast<int*>(o.sk_workspace);
-      p.sk_partials = reinterpret_cast<float*>(static_cast<char*>(o.sk_workspace) + sk_flag_bytes(clusters));
-      const cudaError_t me = cudaMemsetAsync(p.sk_flags, 0, sk_flag_bytes(clusters), stream);
-      if (me != cudaSuccess)
-        return ffi::Error::Internal(std::string("fp8_gemm: cudaMemsetAsync failed: ") +
-                                    cudaGetErrorString(me));
-    }
-  }
   cudaError_t le = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sfa, map_d, map_c, p);
   if (le != cudaSuccess) {
     cudaGetLastError();
@@ -399,21 +346,16 @@ ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b
   o.b_scale = static_cast<const float*>(b_scale.untyped_data());
   o.c = nullptr;
   o.beta = 0.0f;
-  o.sk_workspace = nullptr;
-  o.sk_workspace_bytes = 0;
   return ffi::Error::Success();
 }
 
-/// The plain product; `ws` / `ws_bytes`: the stream-K workspace (null / 0: none).
-ffi::Error fp8_gemm_run(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
-                        ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
-                        ffi::Result<ffi::Buffer<ffi::BF16>> d, void* ws, size_t ws_bytes) {
+ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
+                         ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
+                         ffi::Result<ffi::Buffer<ffi::BF16>> d) {
   Operands o;
   ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(), o);
   if (err.failure()) return err;
   o.d = d->untyped_data();
-  o.sk_workspace = ws;
-  o.sk_workspace_bytes = ws_bytes;
   if (o.m == 0 || o.n == 0) return ffi::Error::Success();
   if (o.k == 0) {  // empty contraction: D = 0
     cudaError_t e = cudaMemsetAsync(o.d, 0, size_t(o.m) * o.n * 2, stream);
@@ -421,20 +363,6 @@ ffi::Error fp8_gemm_run(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_
                             : ffi::Error::Internal(cudaGetErrorString(e));
   }
   return dispatch<false>(stream, o);
-}
-
-ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
-                         ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
-                         ffi::Result<ffi::Buffer<ffi::BF16>> d) {
-  return fp8_gemm_run(stream, a, a_scale, b, b_scale, d, nullptr, 0);
-}
-
-ffi::Error fp8_gemm_sk_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
-                            ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
-                            ffi::Result<ffi::Buffer<ffi::BF16>> d,
-                            ffi::Result<ffi::AnyBuffer> workspace) {
-  return fp8_gemm_run(stream, a, a_scale, b, b_scale, d, workspace->untyped_data(),
-                      workspace->size_bytes());
 }
 
 ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
@@ -460,16 +388,6 @@ ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::An
 
 }  // namespace
 
-size_t JaxSm100Fp8StreamKWorkspaceBytes(int64_t m, int64_t n, int64_t k) {
-  if (m <= 0 || n <= 0 || k <= 0 || !pick_stream_k()) return 0;
-  const int bn = pick_block_n(m, n);
-  const int bm = pick_block_m(m, n, bn);
-  if (bm != 256 || pick_cluster(m, n, bm) != 1) return 0;  // stream-K: StreamKCfg only
-  const int64_t tiles = ((m + 255) / 256) * ((n + 127) / 128);
-  const int64_t grid = tiles < sm_count() ? tiles : sm_count();
-  return stream_k_tiles(tiles, grid) > 0 ? sk_workspace_bytes(grid) : 0;
-}
-
 #define JAX_SM100_FP8_BINDING                           \
   ffi::Ffi::Bind()                                      \
       .Ctx<ffi::PlatformStream<cudaStream_t>>()         \
@@ -482,10 +400,6 @@ size_t JaxSm100Fp8StreamKWorkspaceBytes(int64_t m, int64_t n, int64_t k) {
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl,
                               JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmSk, fp8_gemm_sk_impl,
-                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::AnyBuffer>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl,
                               JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),

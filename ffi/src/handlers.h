@@ -14,9 +14,5 @@ XLA_FFI_Error* JaxSm100Gemm(XLA_FFI_CallFrame* call_frame);          // gemm_ffi
 XLA_FFI_Error* JaxSm100GemmResidual(XLA_FFI_CallFrame* call_frame);  // gemm_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8Gemm(XLA_FFI_CallFrame* call_frame);          // fp8_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8GemmResidual(XLA_FFI_CallFrame* call_frame);  // fp8_ffi.cu
-XLA_FFI_Error* JaxSm100Fp8GemmSk(XLA_FFI_CallFrame* call_frame);        // fp8_ffi.cu
-// Bytes of the stream-K workspace jax_sm100_fp8_gemm_sk wants for this product on the
-// current device (0: that launch would not use stream-K). fp8_ffi.cu.
-size_t JaxSm100Fp8StreamKWorkspaceBytes(int64_t m, int64_t n, int64_t k);
 }
 #endif

@@ -44,17 +44,6 @@ NB_MODULE(_ffi, m) {
       },
       "GPU architectures with machine code in this build, e.g. ['sm_90a', 'sm_100a'].");
 
-  m.def("fp8_stream_k_workspace_bytes", [](int64_t m_, int64_t n_, int64_t k_) -> size_t {
-#if JAX_SM100_WITH_CUDA
-        return JaxSm100Fp8StreamKWorkspaceBytes(m_, n_, k_);
-#else
-        (void)m_; (void)n_; (void)k_;
-        return 0;
-#endif
-      },
-      "Bytes of the stream-K workspace jax_sm100_fp8_gemm_sk wants for (M, N, K) on the "
-      "current device (0: no stream-K for it).");
-
   m.def("registrations", []() {
         nb::dict targets;
 #if JAX_SM100_WITH_CUDA
@@ -64,7 +53,6 @@ NB_MODULE(_ffi, m) {
         targets["jax_sm100_gemm_residual"] = handler_capsule(&JaxSm100GemmResidual);
         targets["jax_sm100_fp8_gemm"] = handler_capsule(&JaxSm100Fp8Gemm);
         targets["jax_sm100_fp8_gemm_residual"] = handler_capsule(&JaxSm100Fp8GemmResidual);
-        targets["jax_sm100_fp8_gemm_sk"] = handler_capsule(&JaxSm100Fp8GemmSk);
 #endif
         return targets;
       },

@@ -166,14 +166,6 @@ struct Fp8GemmParams {
   uint32_t stage_tx_bytes;  // bytes TMA brings per stage (smaller than a full stage when
                             // one M tile holds all of M: A's boxes stop at M, see the host)
   int group_m;              // cluster rows per group of the tile order
-  // Stream-K (one CTA per cluster only; see WorkList): tiles [sk_first, count) are split
-  // by K blocks over all CTAs; sk_first == count: none. sk_iters = (count - sk_first) *
-  // num_kb. sk_partials: one partial tile per CTA, (CTA, WG, wave, kAcc, 128) fp32;
-  // sk_flags: (CTA, WG), zero at launch, 1 once that partial is written.
-  int sk_first;
-  int sk_iters;
-  float* sk_partials;
-  int* sk_flags;
 };
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk group_m M
@@ -198,53 +190,6 @@ struct GroupedTileOrder {
     nt = (in_group / rows) * cluster_n + rank_n;
   }
   __device__ __forceinline__ int count() const { return num_m * num_n; }
-};
-
-/// A unit of work: K blocks [kb0, kb1) of tile t of the order.
-struct WorkUnit {
-  int t, kb0, kb1;
-  __device__ __forceinline__ bool whole(int num_kb) const { return kb0 == 0 && kb1 == num_kb; }
-};
-
-/// The units one CTA works through, the same sequence in every role (producer, math WGs).
-/// Tiles [0, sk_first) go whole, persistent over the CTAs (t = first, first + stride,
-/// ...). With stream-K, the K blocks of tiles [sk_first, count), tile-major, are then
-/// split evenly: CTA c takes [bound(c), bound(c + 1)) and works through them from its
-/// highest tile down, so each tile's last K blocks are the last thing their CTA computes.
-/// That CTA owns the tile: it adds the partial sums of the tile's earlier K blocks and
-/// stores it. Those came from lower-numbered CTAs, each as its first stream-K unit (so at
-/// most one partial per CTA), and lower CTAs start no later: an owner never waits on a
-/// CTA that is waiting itself.
-struct WorkList {
-  const Fp8GemmParams& p;
-  const GroupedTileOrder& order;
-  int next_t;        // the next whole tile
-  int it_lo, it_hi;  // this CTA's stream-K K blocks still to go: [it_lo, it_hi)
-  /// First K block (tile-major over the stream-K tiles) of CTA c of `ctas`.
-  static __device__ __forceinline__ int bound(const Fp8GemmParams& p, int c, int ctas) {
-    return static_cast<int>(static_cast<long long>(c) * p.sk_iters / ctas);
-  }
-  __device__ __forceinline__ WorkList(const Fp8GemmParams& p_, const GroupedTileOrder& order_)
-      : p(p_), order(order_), next_t(order_.first), it_lo(bound(p_, order_.first, order_.stride)),
-        it_hi(bound(p_, order_.first + 1, order_.stride)) {}
-  /// Tile of the next unit, or -1 when none is left.
-  __device__ __forceinline__ int peek_tile() const {
-    if (next_t < p.sk_first) return next_t;
-    return it_hi > it_lo ? p.sk_first + (it_hi - 1) / p.num_kb : -1;
-  }
-  __device__ __forceinline__ bool next(WorkUnit& u) {
-    if (next_t < p.sk_first) {
-      u = WorkUnit{next_t, 0, p.num_kb};
-      next_t += order.stride;
-      return true;
-    }
-    if (it_hi <= it_lo) return false;
-    const int tile = (it_hi - 1) / p.num_kb, tile_it0 = tile * p.num_kb;
-    const int lo = max(it_lo, tile_it0);
-    u = WorkUnit{p.sk_first + tile, lo - tile_it0, it_hi - tile_it0};
-    it_hi = lo;
-    return true;
-  }
 };
 
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
@@ -308,20 +253,18 @@ __device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* e
   }
 }
 
-/// Producer (WG 2, warp 0): per work unit, per K block, one stage: A, B, A-scales, all by
-/// TMA in one transaction, issued by one lane.
+/// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales, all by TMA
+/// in one transaction, issued by one lane.
 template <class Cfg>
 __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
                                               const CUtensorMap* map_b, const CUtensorMap* map_sfa,
                                               const Fp8GemmParams& p, GroupedTileOrder order) {
   auto producer = pipe.producer();
   const uint32_t lane = ptx::lane_id();
-  WorkList work(p, order);
-  WorkUnit u;
-  while (work.next(u)) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
-    order.tile(u.t, mt, nt);
-    for (int kb = u.kb0; kb < u.kb1; ++kb) {
+    order.tile(t, mt, nt);
+    for (int kb = 0; kb < p.num_kb; ++kb) {
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
       if (lane == 0) {
@@ -482,12 +425,10 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
 /// much of it is this WG's to compute and store.
 struct TileJob {
   int t;           // index in the tile order
-  int kb0, kb1;    // K blocks of this unit of the tile (all of them unless stream-K)
   int mt, nt, n0;  // M tile, N tile, first column
   int former;      // 8-column groups [0, former) use the tile's first B-scale row
   int waves_live;  // this WG's waves holding rows < M (0: nothing to compute or store)
   uint32_t sfb;    // shared address of the tile's B-scale rows
-  __device__ __forceinline__ bool whole(int num_kb) const { return kb0 == 0 && kb1 == num_kb; }
 };
 
 /// Per-WG state the main loops and epilogues share.
@@ -523,26 +464,26 @@ struct MathWG {
     return waves_live(p, mt, nt);
   }
 
-  /// Start the copy of tile t's B scales (this CTA's first) into buffer 0 (begin_tile
-  /// waits for it).
+  /// Start the copy of this CTA's first tile's B scales into buffer 0 (begin_tile waits
+  /// for it).
   __device__ __forceinline__ void copy_first_b_scales(const GroupedTileOrder& order,
-                                                      const Fp8GemmParams& p, int t) const {
-    int mt, nt;
-    order.tile(t, mt, nt);
-    copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
+                                                      const Fp8GemmParams& p) const {
+    if (order.first < order.count()) {
+      int mt, nt;
+      order.tile(order.first, mt, nt);
+      copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
+    }
   }
 
-  /// Start unit u: wait for its tile's B scales (copied one unit ahead), then start the
-  /// copy of the next unit's (tile t_next; none when negative) into the other buffer.
-  /// Every thread of the WG must call it, in unit order: past its barrier all of them
-  /// have read their last scale of the previous unit, the last use of that buffer.
+  /// Start tile t: wait for its B scales (copied one tile ahead), then start the copy of
+  /// the next tile's into the other buffer. Every thread of the WG must call it, in tile
+  /// order: past its barrier all of them have read their last scale of the previous
+  /// tile, the last use of that buffer.
   __device__ __forceinline__ TileJob begin_tile(const GroupedTileOrder& order, const Fp8GemmParams& p,
-                                                const WorkUnit& u, int t_next) {
+                                                int t) {
     TileJob job;
-    job.t = u.t;
-    job.kb0 = u.kb0;
-    job.kb1 = u.kb1;
-    order.tile(u.t, job.mt, job.nt);
+    job.t = t;
+    order.tile(t, job.mt, job.nt);
     job.n0 = job.nt * Cfg::BLOCK_N;
     job.former = Cfg::kUniformScaleB
                      ? Cfg::BLOCK_N / 8
@@ -551,9 +492,9 @@ struct MathWG {
     __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
     job.sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);
-    if (t_next >= 0) {
+    if (t + order.stride < order.count()) {
       int mt_next, nt_next;
-      order.tile(t_next, mt_next, nt_next);
+      order.tile(t + order.stride, mt_next, nt_next);
       copy_b_scales_async<Cfg>(sfb_wg + (buf ^ 1) * sfb_words, p, nt_next * Cfg::BLOCK_N, t128);
     }
     buf ^= 1;
@@ -618,16 +559,15 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
   }
 }
 
-/// A tile the WG holds no rows of (job.waves_live == 0): free each of its unit's stages
-/// (the other WG and the cluster peers still use them) without MMAs, and consume the
+/// A tile the WG holds no rows of (job.waves_live == 0): free each of its stages (the
+/// other WG and the cluster peers still use them) without MMAs, and consume the
 /// residual's C stage (the loader streams C for every tile). False, doing nothing, for a
-/// live tile. (Its stream-K partial, if any, is not needed: the owner's WG of the same
-/// index holds no rows of the tile either.)
+/// live tile.
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
-                                               int lane) {
+                                               int lane, int num_kb) {
   if (job.waves_live != 0) return false;
-  for (int kb = job.kb0; kb < job.kb1; ++kb) {
+  for (int kb = 0; kb < num_kb; ++kb) {
     ring.wait_producer();
     release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
     ring.consumer_step();
@@ -664,7 +604,7 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
   promote<Cfg>(final_w, acc, sc, job.former);
 }
 
-/// The first wave of a unit: wait for K block kb0's stage, issue its wave 0 into `acc`
+/// The first wave of a tile: wait for K block 0's stage, issue its wave 0 into `acc`
 /// (not waited for); its stage and scales go to `s0` / `sc0` for mainloop_waves.
 template <class Cfg, class Ring>
 __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg>& descs,
@@ -672,12 +612,12 @@ __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg
                                                  int num_kb, uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
   s0 = ring.consumer_stage();
-  sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, job.kb0, num_kb);
+  sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, num_kb);
   issue_k_block<Cfg>(acc, descs.a_lo(s0, 0), descs.b_lo(s0));
 }
 
-/// Main loop of one unit with one accumulator: per K block and live wave, 4 wgmmas, wait,
-/// promote into that wave's final accumulator. K block kb0's wave 0 is already in flight
+/// Main loop of one tile with one accumulator: per K block and live wave, 4 wgmmas, wait,
+/// promote into that wave's final accumulator. K block 0's wave 0 is already in flight
 /// (issue_first_wave, stage s0, scales sc0): a chain issues it before the previous
 /// tile's epilogue. Every wgmma is waited for on the path that issued it: a conditional
 /// issue ahead of a shared wait makes ptxas serialize all of them (C7518), and a form
@@ -691,12 +631,12 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 #pragma unroll
   for (int wave = 1; wave < Cfg::kWaves; ++wave) {
     if (wave < job.waves_live) {
-      const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, job.kb0, num_kb);
+      const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, 0, num_kb);
       issue_k_block<Cfg>(acc, descs.a_lo(s0, wave), descs.b_lo(s0));
       finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s0, wave, job, lane);
     }
   }
-  for (int kb = job.kb0 + 1; kb < job.kb1; ++kb) {
+  for (int kb = 1; kb < num_kb; ++kb) {
     ring.wait_producer();  // A, B, A-scales of K block kb have landed
     const uint32_t s = ring.consumer_stage();
 #pragma unroll
@@ -710,80 +650,12 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
   }
 }
 
-/// This WG's stream-K partial tile of CTA `cta`: (wave, kAcc, 128) floats, a thread's
-/// values 128 apart (coalesced).
-template <class Cfg>
-__device__ __forceinline__ float* sk_partial(const Fp8GemmParams& p, int cta, int wg, int t128) {
-  return p.sk_partials + (static_cast<size_t>(cta) * Cfg::kMathWGs + wg) * Cfg::kWaves * Cfg::kAcc * 128 + t128;
-}
-
-/// A stream-K unit that does not end its tile: park the WG's partial sums in this CTA's
-/// slot (L2), then raise the WG's flag (release, after the whole WG's stores).
-template <class Cfg>
-__device__ __forceinline__ void write_sk_partial(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                 const MathWG<Cfg>& m, const Fp8GemmParams& p) {
-  float* dst = sk_partial<Cfg>(p, blockIdx.x, m.wg, m.t128);
-#pragma unroll
-  for (int w = 0; w < Cfg::kWaves; ++w)
-#pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) __stcg(dst + (w * Cfg::kAcc + i) * 128, final_acc[w][i]);
-  named_barrier_sync(1 + m.wg, 128);
-  if (m.t128 == 0) {
-    int* flag = p.sk_flags + blockIdx.x * Cfg::kMathWGs + m.wg;
-    asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(flag) : "memory");
-  }
-}
-
-/// The owner's unit of a stream-K tile (it ends the tile, K blocks from job.kb0 > 0 on):
-/// add the partials of the tile's earlier K blocks, from the lower CTAs whose ranges
-/// cover them, highest first, each after its flag is up.
-template <class Cfg>
-__device__ __forceinline__ void add_sk_partials(float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                const MathWG<Cfg>& m, const Fp8GemmParams& p,
-                                                const TileJob& job) {
-  const int tile_it0 = (job.t - p.sk_first) * p.num_kb;  // the tile's K block 0, stream-K order
-  for (int c = static_cast<int>(blockIdx.x) - 1; c >= 0; --c) {
-    if (m.t128 == 0) {
-      const int* flag = p.sk_flags + c * Cfg::kMathWGs + m.wg;
-      int ready = 0;
-      while (true) {
-        asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(ready) : "l"(flag) : "memory");
-        if (ready != 0) break;
-        __nanosleep(64);
-      }
-    }
-    named_barrier_sync(1 + m.wg, 128);
-    const float* src = sk_partial<Cfg>(p, c, m.wg, m.t128);
-#pragma unroll
-    for (int w = 0; w < Cfg::kWaves; ++w)
-#pragma unroll
-      for (int i = 0; i < Cfg::kAcc; ++i) final_acc[w][i] += __ldcg(src + (w * Cfg::kAcc + i) * 128);
-    if (WorkList::bound(p, c, gridDim.x) <= tile_it0) break;  // c's range starts in this tile
-  }
-}
-
-/// After a unit's main loop: a whole tile is stored; the owner's unit of a stream-K tile
-/// adds the other units' partials first; any other stream-K unit parks its partial.
-template <class Cfg>
-__device__ __forceinline__ void finish_unit(float (&final_acc)[Cfg::kWaves][Cfg::kAcc], const MathWG<Cfg>& m,
-                                            typename Cfg::EpiPipe& epi, const CUtensorMap* map_d,
-                                            const Fp8GemmParams& p, const TileJob& job) {
-  if (job.kb1 != p.num_kb) {
-    write_sk_partial<Cfg>(final_acc, m, p);
-    return;
-  }
-  if (job.kb0 != 0) add_sk_partials<Cfg>(final_acc, m, p, job);
-  store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
-}
-
 /// Math WG with one accumulator (BLOCK_M 256, BLOCK_N 192, or JAX_SM100_FP8_OVERLAP=0),
-/// unit by unit (WorkList: whole tiles, then stream-K parts of tiles, finish_unit).
-/// Chained (p.chain_tiles): at a whole tile's end the next whole tile's first wave is
+/// tile by tile. Chained (p.chain_tiles): at a tile's end the next tile's first wave is
 /// issued before this tile's epilogue, so the tensor cores work while it stores (the
 /// registers allow it: the epilogue reads the finals, the wave runs in the accumulator).
-/// A tile the WG holds no rows of breaks the chain (skip_dead_tile), as does a stream-K
-/// unit. Drives the ring through its stage-index API (a stage is held across the
-/// epilogue).
+/// A tile the WG holds no rows of breaks the chain (skip_dead_tile).
+/// Drives the ring through its stage-index API (a stage is held across the epilogue).
 template <class Cfg>
 __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
                                                 float* sfb_all, const CUtensorMap* map_d,
@@ -793,31 +665,30 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
   // This WG's C pipeline (built from its own barriers: a run-time index into an array of
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
+  m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
-  WorkList work(p, order);
-  WorkUnit u;  // the next unit to begin
-  bool have = work.next(u);
-  if (have) m.copy_first_b_scales(order, p, u.t);
-  while (have) {
-    TileJob job = m.begin_tile(order, p, u, work.peek_tile());
-    have = work.next(u);
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane)) continue;  // nothing of ours in it
-    uint32_t s0;  // a chain of live whole tiles
+  int t = order.first;
+  while (t < order.count()) {
+    TileJob job = m.begin_tile(order, p, t);
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
+      t += order.stride;
+      continue;
+    }
+    uint32_t s0;  // a chain of live tiles
     KScales sc0;
     issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);
     while (true) {
       zero<Cfg>(final_acc);
       mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
       const TileJob done = job;
-      if (!p.chain_tiles || !have || !done.whole(p.num_kb) || !u.whole(p.num_kb) ||
-          m.waves_live(order, p, u.t) == 0) {
-        finish_unit<Cfg>(final_acc, m, epi, map_d, p, done);
+      t = job.t + order.stride;
+      if (!p.chain_tiles || t >= order.count() || m.waves_live(order, p, t) == 0) {
+        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
         break;
       }
-      job = m.begin_tile(order, p, u, work.peek_tile());
-      have = work.next(u);
+      job = m.begin_tile(order, p, t);
       issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);  // runs during the epilogue
       store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
@@ -841,17 +712,14 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   MathWG<Cfg> m(smem, sfb_all, p);
   auto& ring = pipe.pipeline;
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
-  if (order.first < order.count()) m.copy_first_b_scales(order, p, order.first);
+  m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
-  // Whole tiles only (the host enables stream-K for the one-accumulator loop alone).
-  auto whole_tile = [&](int t) { return WorkUnit{t, 0, p.num_kb}; };
-  auto tile_after = [&](int t) { return t + order.stride < order.count() ? t + order.stride : -1; };
 
   int t = order.first;
   while (t < order.count()) {
-    TileJob job = m.begin_tile(order, p, whole_tile(t), tile_after(t));
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane)) {  // nothing of ours in it
+    TileJob job = m.begin_tile(order, p, t);
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
       t += order.stride;
       continue;
     }
@@ -876,7 +744,7 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
         const int t_next = job.t + order.stride;
         if (!p.chain_tiles || t_next >= order.count() || m.waves_live(order, p, t_next) == 0)
           return false;
-        job = m.begin_tile(order, p, whole_tile(t_next), tile_after(t_next));
+        job = m.begin_tile(order, p, t_next);
         kb = 0;
       }
       ring.wait_producer();
