@@ -503,6 +503,19 @@ def test_quantize_dual_gemm_scale_layout(rng, r, c, t_block_rows, dtype):
     assert _bits_equal(st, st2)
 
 
+@pytest.mark.parametrize("kw,msg", [
+    (dict(t_block_rows=1, block_rows=128), "block_rows 128 needs t_block_rows 128"),
+    (dict(t_block_rows=128, block_rows=128, scale_transposed=True), "block_rows 128 needs"),
+    (dict(t_block_rows=128, scale_t_transposed=True), "scale_t_transposed needs t_block_rows 1"),
+])
+def test_quantize_dual_rejects_bad_attributes(kw, msg):
+  # The handler refuses combinations the kernel does not implement, with a sentence.
+  from jax_sm100._fp8 import _quantize_dual_launch
+  x = jnp.ones((256, 256), jnp.bfloat16)
+  with pytest.raises(Exception, match=msg):
+    jax.block_until_ready(_quantize_dual_launch(x, **kw))
+
+
 def test_fp8_dot_fused_scales_are_bit_identical(rng, monkeypatch):
   # a's scales written by the quantizers in the GEMM's layout (default) or transposed
   # by XLA (JAX_SM100_FP8_FUSED_SCALES=0): the same bits, value and grads. M = 301 and
