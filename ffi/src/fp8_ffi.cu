@@ -76,7 +76,7 @@ int pick_block_n(int64_t m, int64_t n) {
 /// the busiest unit). Default for 256-row tiles: 1 (commit 19c96e2, same run: 1217 vs
 /// 1203 at 4096x7168x16384, 1189 vs 1176 at 8192^3, 1167 vs 1151 at 4096^3).
 int pick_cluster(int64_t m, int64_t n, int bm) {
-  int v = bm == 256 ? 1 : 2;
+  int v = bm >= 192 ? 1 : 2;
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
     const int e = std::atoi(env);
     if (e == 1 || e == 2 || e == 4) v = e;
@@ -86,7 +86,8 @@ int pick_cluster(int64_t m, int64_t n, int bm) {
   return v;
 }
 
-/// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 256 overrides): 256 = two 128-row waves per
+/// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 192 | 256 overrides; 192 = three math WGs
+/// of 64 rows, one CTA, an experiment): 256 = two 128-row waves per
 /// K block, 128-wide tiles, no overlapped form, no residual form (those run 128). Default
 /// 256 when its tiles still fill every SM (and 128-wide tiles were picked), else 128.
 /// Each B tile then feeds twice the MMA work; the price is no overlapped promotion (its
@@ -95,7 +96,10 @@ int pick_cluster(int64_t m, int64_t n, int bm) {
 /// on three machines; on the previous session's machine it was 2.5% slower.
 int pick_block_m(int64_t m, int64_t n, int bn) {
   if (m <= 128 || bn != 128) return 128;  // one 128-row wave holds all of M; 256 is 256x128 only
-  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) return std::atoi(env) == 256 ? 256 : 128;
+  if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) {
+    const int v = std::atoi(env);
+    return v == 256 || v == 192 ? v : 128;
+  }
   const int64_t tiles256 = ((m + 255) / 256) * ((n + 127) / 128);
   return tiles256 >= sm_count() ? 256 : 128;
 }
@@ -263,6 +267,9 @@ template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
     if (bm == 256) return launch<128, false, CLUSTER, false, 256>(stream, o);
+  }
+  if constexpr (!RESIDUAL && CLUSTER == 1) {  // three math WGs: opt-in, one CTA per cluster
+    if (bm == 192) return launch<128, false, 1, false, 192>(stream, o);
   }
   (void)bm;
   if constexpr (CLUSTER == 4) {

@@ -71,12 +71,17 @@ constexpr uint32_t kSmemLimit = 232448;
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
 template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128>
 struct Fp8GemmConfig {
-  // 128, or 256 = two 128-row waves per K block: each B tile then feeds twice the MMA
-  // work (B's L2->smem traffic per flop halves) at the cost of a second final
-  // accumulator (kWaves * BLOCK_N/2 + BLOCK_N/2 registers: BLOCK_N <= 128, no overlap).
+  // 128 (two math WGs of 64 rows), 192 (three math WGs: each WG's promotion then hides
+  // behind two other WGs' wgmmas instead of one), or 256 = two 128-row waves per K block:
+  // each B tile then feeds twice the MMA work (B's L2->smem traffic per flop halves) at
+  // the cost of a second final accumulator (kWaves * BLOCK_N/2 + BLOCK_N/2 registers:
+  // BLOCK_N <= 128, no overlap).
   static constexpr int BLOCK_M = BLOCK_M_;
-  static constexpr int kWaves = BLOCK_M / 128;
-  static_assert(kWaves * 128 == BLOCK_M && kWaves <= 2, "BLOCK_M in {128, 256}");
+  static constexpr int kMathWGs = BLOCK_M == 192 ? 3 : 2;
+  static constexpr int WG_M = 64;                       // rows per WG per wave = one wgmma M
+  static constexpr int kWaveRows = kMathWGs * WG_M;     // rows of one wave (all math WGs)
+  static constexpr int kWaves = BLOCK_M / kWaveRows;
+  static_assert(kWaves * kWaveRows == BLOCK_M && kWaves <= 2, "BLOCK_M in {128, 192, 256}");
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
   static constexpr int kScaleBlock = 128;
@@ -97,12 +102,14 @@ struct Fp8GemmConfig {
   static_assert(kWaves == 1 || (!kOverlap && BLOCK_N_ <= 128),
                 "two waves need 3 x BLOCK_N/2 registers already: BLOCK_N <= 128, no overlap");
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
-  static constexpr int kMathWGs = 2;
-  static constexpr int WG_M = 64;  // rows per WG per wave = one wgmma M
+  static_assert(kMathWGs == 2 || (!kOverlap && !RESIDUAL_ && BLOCK_N_ <= 128),
+                "three math WGs: 160 registers each, room for one accumulator and the finals");
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kMathRegs = 232;
+  // setmaxnreg budgets (multiples of 8; all WGs together within the SM's 64K registers).
+  static constexpr int kProducerRegs = kMathWGs == 3 ? 32 : 40;
+  static constexpr int kMathRegs = kMathWGs == 3 ? 160 : 232;
+  static_assert(kMathWGs * 128 * kMathRegs + 128 * kProducerRegs <= 65536, "register budget");
   static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread and wave
   // Every 128-column scale block starts on an 8-column group of every tile, so the
   // per-column choice of b scale is per group of 8 (the wgmma accumulator's grain).
@@ -454,7 +461,9 @@ struct MathWG {
   /// past N).
   __device__ __forceinline__ int waves_live(const Fp8GemmParams& p, int mt, int nt) const {
     const int row_wg = mt * Cfg::BLOCK_M + wg * Cfg::WG_M;
-    return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m) ? min(Cfg::kWaves, (p.m - row_wg + 127) / 128) : 0;
+    return (nt * Cfg::BLOCK_N < p.n && row_wg < p.m)
+               ? min(Cfg::kWaves, (p.m - row_wg + Cfg::kWaveRows - 1) / Cfg::kWaveRows)
+               : 0;
   }
   /// The same for tile t of the order.
   __device__ __forceinline__ int waves_live(const GroupedTileOrder& order, const Fp8GemmParams& p,
@@ -841,8 +850,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const uint32_t lane = ptx::lane_id();
     if (warp == 0) {
       producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, order);
-    } else if (Cfg::kResidual && warp == 1 && lane == 0) {
-      epi_load_loop<Cfg>(smem, &map_c, order);
+    } else if constexpr (Cfg::kResidual) {
+      if (warp == 1 && lane == 0) epi_load_loop<Cfg>(smem, &map_c, order);
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
