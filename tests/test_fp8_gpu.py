@@ -518,6 +518,25 @@ def test_quantize_dual_rejects_bad_attributes(kw, msg):
     jax.block_until_ready(_quantize_dual_launch(x, **kw))
 
 
+def with_and_without(monkeypatch, var, value, f, *args):
+  """f(*args) and f's lowered text with the environment variable var=value, then with var
+  unset; JAX's caches are cleared before each (the variables are read at trace time)."""
+  out = []
+  for setting in (value, None):
+    if setting is None:
+      monkeypatch.delenv(var)
+    else:
+      monkeypatch.setenv(var, setting)
+    jax.clear_caches()
+    out.append((f(*args), f.lower(*args).as_text()))
+  return out
+
+
+def assert_same_bits(tree_a, tree_b):
+  for a, b in zip(jax.tree.leaves(tree_a), jax.tree.leaves(tree_b)):
+    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+
+
 def test_fp8_dot_fused_scales_are_bit_identical(rng, monkeypatch):
   # a's scales written by the quantizers in the GEMM's layout (default) or transposed
   # by XLA (JAX_SM100_FP8_FUSED_SCALES=0): the same bits, value and grads. M = 301 and
@@ -526,16 +545,11 @@ def test_fp8_dot_fused_scales_are_bit_identical(rng, monkeypatch):
   w = jnp.asarray(rng.standard_normal((700, 392)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
   loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
   f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
-  jax.clear_caches()
-  assert "scale_transposed = 1" not in f.lower(x, w).as_text()
-  base = f(x, w)
-  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
-  jax.clear_caches()
-  assert "scale_t_transposed = 1 : i32, scale_transposed = 1" in f.lower(x, w).as_text()
-  fused = f(x, w)
-  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(fused)):
-    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+  (base, base_text), (fused, fused_text) = with_and_without(
+      monkeypatch, "JAX_SM100_FP8_FUSED_SCALES", "0", f, x, w)
+  assert "scale_transposed = 1" not in base_text
+  assert "scale_t_transposed = 1 : i32, scale_transposed = 1" in fused_text
+  assert_same_bits(base, fused)
 
 
 def test_fp8_dot_vmap_with_fused_scales_on_the_kernels(rng, monkeypatch):
@@ -547,15 +561,10 @@ def test_fp8_dot_vmap_with_fused_scales_on_the_kernels(rng, monkeypatch):
   w = jnp.asarray(rng.standard_normal((384, 256)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
   loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
   f = jax.jit(jax.vmap(jax.value_and_grad(loss, argnums=(0, 1)), (0, None)))
-  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
-  jax.clear_caches()
-  base = f(x, w)
-  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
-  jax.clear_caches()
-  assert "jax_sm100_fp8_gemm" in f.lower(x, w).as_text()
-  fused = f(x, w)
-  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(fused)):
-    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+  (base, _), (fused, fused_text) = with_and_without(
+      monkeypatch, "JAX_SM100_FP8_FUSED_SCALES", "0", f, x, w)
+  assert "jax_sm100_fp8_gemm" in fused_text
+  assert_same_bits(base, fused)
   _, (dx, dw) = fused
   for i in range(x.shape[0]):
     x64, w64 = (np.asarray(v.astype(jnp.float32), np.float64) for v in (x[i], w))
@@ -573,16 +582,10 @@ def test_fp8_dot_with_dual_quantize_is_bit_identical(rng, monkeypatch):
   w = jnp.asarray(rng.standard_normal((512, 384)).astype(np.float32) * 0.05).astype(jnp.bfloat16)
   loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32) ** 2)
   f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", DUAL)
-  jax.clear_caches()
-  assert DUAL not in f.lower(x, w).as_text()
-  base = f(x, w)
-  monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS")
-  jax.clear_caches()
-  assert DUAL in f.lower(x, w).as_text()
-  dual = f(x, w)
-  for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(dual)):
-    assert _bits_equal(np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32))
+  (base, base_text), (dual, dual_text) = with_and_without(
+      monkeypatch, "JAX_SM100_DISABLE_TARGETS", DUAL, f, x, w)
+  assert DUAL not in base_text and DUAL in dual_text
+  assert_same_bits(base, dual)
 
 
 # ---------------------------------------------------------------------------
