@@ -86,14 +86,30 @@ int pick_cluster(int64_t m, int64_t n, int bm) {
   return v;
 }
 
-/// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 192 | 256 overrides; 192 = three math WGs
-/// of 64 rows, one CTA, an experiment): 256 = two 128-row waves per
-/// K block, 128-wide tiles, no overlapped form, no residual form (those run 128). Default
-/// 256 when its tiles still fill every SM (and 128-wide tiles were picked), else 128.
-/// Each B tile then feeds twice the MMA work; the price is no overlapped promotion (its
-/// registers hold the second wave). On the H200s of 2026-11-22 (same-run sweeps in
-/// docs/device_runs/) 256x128 beat the overlapped 128x128 by 1-5% at 4096x7168x16384
-/// on three machines; on the previous session's machine it was 2.5% slower.
+/// Predicted useful fraction of a persistent launch of bm x 128 tiles, one CTA per SM: the
+/// last wave's filled share (tiles / (grid * waves)) times the rows of M over the rows
+/// tiled. Same-machine timings of 192x128 against 256x128 tiles (H200, 2026-11-22,
+/// docs/device_runs/2026-11-22_h200_4a1d308_m192_*) followed the ratio of this figure to
+/// within 2% at four shapes: the two kernels run about equally fast per tile.
+double tile_efficiency(int64_t m, int64_t n, int bm) {
+  const int64_t m_tiles = (m + bm - 1) / bm;
+  const int64_t tiles = m_tiles * ((n + 127) / 128);
+  const int64_t grid = tiles < sm_count() ? tiles : sm_count();
+  const int64_t waves = (tiles + grid - 1) / grid;
+  return static_cast<double>(tiles) / static_cast<double>(grid * waves) *
+         static_cast<double>(m) / static_cast<double>(m_tiles * bm);
+}
+
+/// Tile height (JAX_SM100_FP8_BLOCK_M = 128 | 192 | 256 overrides). 256 = two 128-row
+/// waves per K block: each B tile feeds twice the MMA work; the price is no overlapped
+/// promotion (its registers hold the second wave). 192 = three math WGs of 64 rows, one
+/// wave: each WG's promotion hides behind two other WGs' wgmmas. Both run 128-wide tiles,
+/// one CTA, no residual (those run 128). Default: when 256-row tiles still fill every SM
+/// (and 128-wide tiles were picked), 256, or 192 where its tiling is predicted to waste
+/// at least 2% less (tile_efficiency); else 128. On the H200s of 2026-11-22 (same-run
+/// sweeps in docs/device_runs/) 256x128 beat the overlapped 128x128 by 1-5% at
+/// 4096x7168x16384 on three machines; on the previous session's machine it was 2.5%
+/// slower.
 int pick_block_m(int64_t m, int64_t n, int bn) {
   if (m <= 128 || bn != 128) return 128;  // one 128-row wave holds all of M; 256 is 256x128 only
   if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_M")) {
@@ -101,7 +117,8 @@ int pick_block_m(int64_t m, int64_t n, int bn) {
     return v == 256 || v == 192 ? v : 128;
   }
   const int64_t tiles256 = ((m + 255) / 256) * ((n + 127) / 128);
-  return tiles256 >= sm_count() ? 256 : 128;
+  if (tiles256 < sm_count()) return 128;
+  return tile_efficiency(m, n, 192) > 1.02 * tile_efficiency(m, n, 256) ? 192 : 256;
 }
 
 /// Overlapped promotion (second accumulator; JAX_SM100_FP8_OVERLAP = 0 | 1 overrides).
