@@ -37,10 +37,11 @@ def test_quantize_other_blocks_or_formats_take_the_reference(fake_sm90, block, d
   assert quant_calls(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block, dtype=dtype), x) == []
 
 
-def test_quantize_vmap_1x128_is_one_launch(fake_sm90):
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_quantize_vmap_is_one_launch(fake_sm90, block):
   x = jnp.ones((4, 33, 256), jnp.bfloat16)
-  f = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))
-  assert quant_calls(f, x) == ["1"]
+  f = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))
+  assert quant_calls(f, x) == [str(block[0])]
 
 
 def test_fp8_dot_forward_and_backward_quantize_on_the_kernel(fake_sm90, monkeypatch):
@@ -66,11 +67,13 @@ def test_emulated_quantize_path_matches_reference(rng, emulated_kernels, block):
   np.testing.assert_array_equal(np.asarray(q.astype(jnp.float32)), np.asarray(q_ref.astype(jnp.float32)))
 
 
-def test_emulated_quantize_vmap_matches_per_example(rng, emulated_kernels):
-  x = random_array(rng, (3, 17, 256), jnp.bfloat16)
-  q, s = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))(x)
+@pytest.mark.parametrize("block", [(1, 128), (128, 128)])
+def test_emulated_quantize_vmap_matches_per_example(rng, emulated_kernels, block):
+  # 128x128: 200 rows per example, zero-padded to 256 before the fold
+  x = random_array(rng, (3, 200, 256), jnp.bfloat16, scale=3.0)
+  q, s = jax.vmap(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))(x)
   for i in range(x.shape[0]):
-    qi, si = jax_sm100.quantize_fp8_blockwise(x[i], block=(1, 128))
+    qi, si = jax_sm100.quantize_fp8_blockwise(x[i], block=block)
     np.testing.assert_array_equal(np.asarray(s[i]), np.asarray(si))
     np.testing.assert_array_equal(np.asarray(q[i].astype(jnp.float32)), np.asarray(qi.astype(jnp.float32)))
 
