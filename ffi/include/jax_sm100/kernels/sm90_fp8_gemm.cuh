@@ -10,9 +10,11 @@
 //   B (N, K) e4m3 row-major (K-major), b_scale (ceil(N/128), ceil(K/128)) f32 per 128x128;
 //   C, D (M, N) bf16 row-major.
 //
-// Structure (one CTA per SM, persistent, 3 warpgroups):
+// Structure (one CTA per SM, persistent, 3 warpgroups; 4 with BLOCK_M = 192):
 //   WG 0, 1  math: each owns 64 rows of every 128-row wave of the tile (BLOCK_M = 128:
-//            one wave; 256: two, rows w*64 and 128 + w*64). Per 128-wide K block (= one
+//            one wave; 256: two, rows w*64 and 128 + w*64; 192: three math WGs, WG 0-2,
+//            one 192-row wave, so each WG's promotion hides behind two others' wgmmas).
+//            Per 128-wide K block (= one
 //            scale block) and wave, 4 x wgmma m64nNk32 e4m3 into a fresh fp32
 //            accumulator, then promote: final[wave] += acc * a_scale[row] *
 //            b_scale[col block]. The tensor cores keep only ~14 bits of the FP8 sum, so
@@ -23,11 +25,12 @@
 //            tile's epilogue. Epilogue:
 //            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
 //            WGs never wait on each other).
-//   WG 2     warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
+//   last WG  warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
 //            one InputTilePipeline<BlockwiseFP8TilePayload> stage (one expect_bytes);
 //            warp 1 (residual only): epilogue-load warp streaming C through one
 //            EpiLoadPipeline per math WG (consumer count 128 = that WG's threads).
-//   setmaxnreg: producers drop to 40 registers, math WGs grow to 232.
+//   setmaxnreg: producers drop to 40 registers, math WGs grow to 232 (32 / 160 with three
+//   math WGs).
 // B's scales are copied once per tile into shared memory by the math WG (its 1 or 2 scale
 // rows: an N tile that straddles two 128-column scale blocks uses the right one per
 // 8-column group), with cp.async into a second buffer one tile ahead, so the global
