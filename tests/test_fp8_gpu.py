@@ -156,7 +156,8 @@ SHAPES = [
 # (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN). Cluster 4 is 2x2 (A and B
 # multicast). Overlap: the next K block's wgmmas run while this one's promotion does;
 # chain: the next tile's first K block (its first wave, without overlap) is issued before
-# this tile's epilogue. BLOCK_M 192 is three math WGs of 64 rows (one CTA, opt-in).
+# this tile's epilogue. BLOCK_M 192 is three math WGs of 64 rows (one CTA; the handler
+# picks it where its tiling wastes less than 256 rows' would).
 # BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no
 # overlapped form; the residual target and M <= 128 run 128-row tiles). With no override
 # the handler picks 256x128 tiles with 1 CTA when they fill every SM, else cluster 2 and

@@ -279,14 +279,14 @@ bool device_is_sm90() {
 /// The instantiations one cluster size offers. 192-wide tiles have no registers for the
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
 /// then). The 2x2 cluster is instantiated at BLOCK_N 128 only, 256-row tiles at
-/// 256x128 with 1 or 2 CTAs, without residual, and the opt-in 192-row tiles (three math
-/// WGs) at 192x128 with 1 CTA, without residual.
+/// 256x128 with 1 or 2 CTAs, without residual, and 192-row tiles (three math WGs) at
+/// 192x128 with 1 CTA, without residual (pick_block_m).
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
     if (bm == 256) return launch<128, false, CLUSTER, false, 256>(stream, o);
   }
-  if constexpr (!RESIDUAL && CLUSTER == 1) {  // three math WGs: opt-in, one CTA per cluster
+  if constexpr (!RESIDUAL && CLUSTER == 1) {  // three math WGs, one CTA per cluster
     if (bm == 192) return launch<128, false, 1, false, 192>(stream, o);
   }
   (void)bm;
