@@ -6,28 +6,17 @@
 # shared-memory / L2 throughput, warp stalls. Needs the package installed and torch.
 # Usage: scripts/device_ncu_cublas.sh [M N K]
 M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
-launches="python3 $(cd "$(dirname "$0")" && pwd)/fp8_gemm_launches.py"  # three launches of the FFI target
-cat > /tmp/ncu_cublas_one.py <<PY
-import torch
-import torch.nn.functional as F
-from torch.nn.functional import ScalingType
-m, n, k = $M, $N, $K
-a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-sa = torch.rand(k // 128, m, device="cuda").t()   # (M, K/128), strides (1, M)
-sb = torch.rand(n // 128, k // 128, device="cuda").t()  # (K/128, N/128), a view of (N/128, K/128)
-for _ in range(3):
-  F.scaled_mm(a, b.t(), sa, ScalingType.BlockWise1x128, sb, ScalingType.BlockWise128x128,
-              output_dtype=torch.bfloat16)
-torch.cuda.synchronize()
-PY
+here="$(cd "$(dirname "$0")" && pwd)"
+launches="python3 $here/fp8_gemm_launches.py"  # three launches of the FFI target
+cublas="python3 $here/cublas_blockwise_launches.py $M $N $K"  # three calls
 cd /tmp
 # cuBLASLt's kernel: the longest kernel of the scaled_mm calls, by name (torch.profiler).
-kname=$(python3 - <<'PY'
-import runpy, torch
+kname=$(python3 - <<PY
+import runpy, sys, torch
 from torch.profiler import ProfilerActivity, profile
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-  runpy.run_path("/tmp/ncu_cublas_one.py")
+  sys.argv = ["", "$M", "$N", "$K"]
+  runpy.run_path("$here/cublas_blockwise_launches.py")
 dev = lambda e: getattr(e, "device_time", None) or getattr(e, "cuda_time", 0)  # noqa: E731
 ev = max((e for e in prof.events() if str(e.device_type).endswith("CUDA")), key=dev)
 print(ev.name)
@@ -39,7 +28,7 @@ sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section Mem
           --section WarpStateStats --section LaunchStats --section SchedulerStats --section InstructionStats)
 echo "== cuBLASLt blockwise ${M}x${N}x${K}"
 timeout 150 ncu --clock-control none --kernel-name "regex:$kre" \
-  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" python3 /tmp/ncu_cublas_one.py 2>&1 | grep -v "^==PROF=="
+  --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" $cublas 2>&1 | grep -v "^==PROF=="
 echo "== ours (default variant) ${M}x${N}x${K}"
 XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 150 ncu --clock-control none --kernel-name regex:sm90_fp8_gemm \
   --launch-skip 1 --launch-count 1 --print-details all "${sections[@]}" $launches $M $N $K 2>&1 | grep -v "^==PROF=="

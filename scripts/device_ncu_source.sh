@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Where the default FP8 GEMM's warps stall, per SASS instruction: one ncu launch with
 # warp-state sampling at full rate, exported and printed as the source page (SASS, CSV).
-# Needs the package installed. Usage: scripts/device_ncu_source.sh OUTDIR [M N K]
+# WHO=cublas profiles cuBLASLt's blockwise FP8 kernel (through torch) instead, to read its
+# main loop next to ours. Needs the package (or torch) installed.
+# Usage: [WHO=ours|cublas] scripts/device_ncu_source.sh OUTDIR [M N K]
 out=$1; M=${2:-4096}; N=${3:-7168}; K=${4:-16384}
-launches="python3 $(cd "$(dirname "$0")" && pwd)/fp8_gemm_launches.py"  # three launches of the FFI target
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ "${WHO:-ours}" = cublas ]; then
+  launches="python3 $here/cublas_blockwise_launches.py"; kernel=regex:nvjet  # cuBLASLt's GEMMs
+else
+  launches="python3 $here/fp8_gemm_launches.py"; kernel=regex:sm90_fp8_gemm  # three launches of the FFI target
+fi
 cd /tmp
-XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 200 ncu --clock-control none --kernel-name regex:sm90_fp8_gemm \
+XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 200 ncu --clock-control none --kernel-name $kernel \
   --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
   --section ComputeWorkloadAnalysis --section SpeedOfLight --warp-sampling-interval 0 \
   -f -o /tmp/fp8_src $launches $M $N $K > "$out/ncu_source_run.log" 2>&1
