@@ -153,7 +153,7 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN, _ORDERED). Cluster 4 is 2x2 (A and B
+# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN). Cluster 4 is 2x2 (A and B
 # multicast). Overlap: the next K block's wgmmas run while this one's promotion does;
 # chain: the next tile's first K block (its first wave, without overlap) is issued before
 # this tile's epilogue. BLOCK_M 192 is three math WGs of 64 rows (one CTA; the handler
@@ -161,28 +161,23 @@ SHAPES = [
 # BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no
 # overlapped form; the residual target and M <= 128 run 128-row tiles). With no override
 # the handler picks 256x128 tiles with 1 CTA when they fill every SM, else cluster 2 and
-# overlap, and chains tiles. Ordered: the math WGs of the one-accumulator loop take turns
-# issuing their wgmma batches (IssueOrder), also through dead waves and dead tiles.
-VARIANTS = {"c1": ("1", "0", "128", "0", "0"), "c1_chain": ("1", "0", "128", "1", "0"),
-            "c1_overlap": ("1", "1", "128", "0", "0"), "c1_overlap_chain": ("1", "1", "128", "1", "0"),
-            "c2_multicast": ("2", "0", "128", "0", "0"), "c2_overlap": ("2", "1", "128", "0", "0"),
-            "c2_overlap_chain": ("2", "1", "128", "1", "0"),
-            "c1_m256": ("1", "0", "256", "0", "0"), "c1_m256_chain": ("1", "0", "256", "1", "0"),
-            "c2_m256": ("2", "0", "256", "0", "0"), "c2_m256_chain": ("2", "0", "256", "1", "0"),
-            "c1_m192": ("1", "0", "192", "0", "0"), "c1_m192_chain": ("1", "0", "192", "1", "0"),
-            "c1_chain_ord": ("1", "0", "128", "1", "1"), "c2_m256_ord": ("2", "0", "256", "0", "1"),
-            "c1_m256_chain_ord": ("1", "0", "256", "1", "1"),
-            "c1_m192_chain_ord": ("1", "0", "192", "1", "1"),
-            "c4_multicast": ("4", "0", "128", "0", "0"), "c4_overlap_chain": ("4", "1", "128", "1", "0")}
+# overlap, and chains tiles.
+VARIANTS = {"c1": ("1", "0", "128", "0"), "c1_chain": ("1", "0", "128", "1"),
+            "c1_overlap": ("1", "1", "128", "0"), "c1_overlap_chain": ("1", "1", "128", "1"),
+            "c2_multicast": ("2", "0", "128", "0"), "c2_overlap": ("2", "1", "128", "0"),
+            "c2_overlap_chain": ("2", "1", "128", "1"),
+            "c1_m256": ("1", "0", "256", "0"), "c1_m256_chain": ("1", "0", "256", "1"),
+            "c2_m256": ("2", "0", "256", "0"), "c2_m256_chain": ("2", "0", "256", "1"),
+            "c1_m192": ("1", "0", "192", "0"), "c1_m192_chain": ("1", "0", "192", "1"),
+            "c4_multicast": ("4", "0", "128", "0"), "c4_overlap_chain": ("4", "1", "128", "1")}
 
 
 def set_variant(monkeypatch, name):
-  cluster, overlap, block_m, chain, ordered = VARIANTS[name]
+  cluster, overlap, block_m, chain = VARIANTS[name]
   monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
   monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
   monkeypatch.setenv("JAX_SM100_FP8_BLOCK_M", block_m)
   monkeypatch.setenv("JAX_SM100_FP8_CHAIN", chain)
-  monkeypatch.setenv("JAX_SM100_FP8_ORDERED", ordered)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

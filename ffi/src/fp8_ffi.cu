@@ -141,13 +141,6 @@ bool pick_chain() {
 
 /// M tiles per group of the persistent tile order (JAX_SM100_FP8_GROUP_M = 1..64
 /// overrides; default 8, in cluster rows).
-/// The math WGs take turns issuing their wgmma batches in the one-accumulator loop
-/// (JAX_SM100_FP8_ORDERED = 0 | 1 overrides; IssueOrder in the kernel). Default 0.
-bool pick_ordered_issue() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_ORDERED")) return std::atoi(env) != 0;
-  return false;
-}
-
 int pick_group_m() {
   if (const char* env = std::getenv("JAX_SM100_FP8_GROUP_M")) {
     const int v = std::atoi(env);
@@ -227,7 +220,6 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.stage_tx_bytes = (short_a ? a_box_rows : Cfg::BLOCK_M) * Cfg::BLOCK_K +
                      Cfg::BLOCK_N * Cfg::BLOCK_K + sfa_box * sizeof(float);
   p.group_m = pick_group_m();
-  p.ordered_issue = pick_ordered_issue() ? 1 : 0;
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
   const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *

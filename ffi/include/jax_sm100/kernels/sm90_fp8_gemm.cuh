@@ -176,7 +176,6 @@ struct Fp8GemmParams {
   uint32_t stage_tx_bytes;  // bytes TMA brings per stage (smaller than a full stage when
                             // one M tile holds all of M: A's boxes stop at M, see the host)
   int group_m;              // cluster rows per group of the tile order
-  int ordered_issue;        // one-accumulator loop: 1 = the math WGs take turns (IssueOrder)
 };
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk group_m M
@@ -206,29 +205,6 @@ struct GroupedTileOrder {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-
-/// Turn-taking of the math WGs' wgmma batches in the one-accumulator loop
-/// (p.ordered_issue; cuBLASLt's blockwise kernel does the same). Left alone, the WGs fall
-/// into lockstep: their batches share the tensor cores, finish together, and every WG
-/// promotes at once while the tensor cores idle. One named barrier over all math threads,
-/// which WG 0 passes just before each batch and the other WGs just after theirs, puts WG
-/// 0's batch n after the others' batch n, and their batch n + 1 after WG 0's batch n: one
-/// WG promotes while another's wgmmas run. Every WG passes the barrier once per batch
-/// slot (tile, K block, wave) whether it has rows there or not (skip), so the passes match.
-template <class Cfg>
-struct IssueOrder {
-  static constexpr uint32_t kBarrier = 1 + Cfg::kMathWGs;  // 1 + wg: the WGs' own barriers
-  bool on, lead;                                          // lead: WG 0
-  __device__ __forceinline__ void before() const {
-    if (on && lead) named_barrier_sync(kBarrier, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void after() const {
-    if (on && !lead) named_barrier_sync(kBarrier, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void skip() const {
-    if (on) named_barrier_sync(kBarrier, Cfg::kMathThreads);
-  }
-};
 
 
 
@@ -601,14 +577,12 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
 /// live tile.
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
-                                               int lane, int num_kb, const IssueOrder<Cfg>& turns) {
+                                               int lane, int num_kb) {
   if (job.waves_live != 0) return false;
   for (int kb = 0; kb < num_kb; ++kb) {
     ring.wait_producer();
     release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
     ring.consumer_step();
-#pragma unroll
-    for (int wave = 0; wave < Cfg::kWaves; ++wave) turns.skip();  // the live WGs' turns
   }
   if constexpr (Cfg::kResidual) {
     auto c_stage = epi.acquire_consumer();
@@ -642,26 +616,16 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
   promote<Cfg>(final_w, acc, sc, job.former);
 }
 
-/// One wave's K block (stage s) issued into `acc` in its turn (IssueOrder).
-template <class Cfg>
-__device__ __forceinline__ void issue_wave(float (&acc)[Cfg::kAcc], const TileDescs<Cfg>& descs,
-                                           uint32_t s, int wave, const IssueOrder<Cfg>& turns) {
-  turns.before();
-  issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
-  turns.after();
-}
-
 /// The first wave of a tile: wait for K block 0's stage, issue its wave 0 into `acc`
 /// (not waited for); its stage and scales go to `s0` / `sc0` for mainloop_waves.
 template <class Cfg, class Ring>
 __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg>& descs,
                                                  float (&acc)[Cfg::kAcc], const TileJob& job,
-                                                 int num_kb, uint32_t& s0, KScales& sc0,
-                                                 const IssueOrder<Cfg>& turns) {
+                                                 int num_kb, uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
   s0 = ring.consumer_stage();
   sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, num_kb);
-  issue_wave<Cfg>(acc, descs, s0, 0, turns);
+  issue_k_block<Cfg>(acc, descs.a_lo(s0, 0), descs.b_lo(s0));
 }
 
 /// Main loop of one tile with one accumulator: per K block and live wave, 4 wgmmas, wait,
@@ -674,17 +638,14 @@ template <class Cfg, class Ring>
 __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>& descs,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
                                                float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
-                                               int num_kb, uint32_t s0, const KScales& sc0,
-                                               const IssueOrder<Cfg>& turns) {
+                                               int num_kb, uint32_t s0, const KScales& sc0) {
   finish_wave<Cfg>(ring, final_acc[0], acc, sc0, s0, 0, job, lane);
 #pragma unroll
   for (int wave = 1; wave < Cfg::kWaves; ++wave) {
     if (wave < job.waves_live) {
       const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, 0, num_kb);
-      issue_wave<Cfg>(acc, descs, s0, wave, turns);
+      issue_k_block<Cfg>(acc, descs.a_lo(s0, wave), descs.b_lo(s0));
       finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s0, wave, job, lane);
-    } else {
-      turns.skip();
     }
   }
   for (int kb = 1; kb < num_kb; ++kb) {
@@ -694,10 +655,8 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
     for (int wave = 0; wave < Cfg::kWaves; ++wave) {
       if (wave < job.waves_live) {
         const KScales sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, num_kb);
-        issue_wave<Cfg>(acc, descs, s, wave, turns);
+        issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
         finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s, wave, job, lane);
-      } else {
-        turns.skip();
       }
     }
   }
@@ -720,22 +679,21 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
   m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
-  const IssueOrder<Cfg> turns{p.ordered_issue != 0, m.wg == 0};
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
   int t = order.first;
   while (t < order.count()) {
     TileJob job = m.begin_tile(order, p, t);
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb, turns)) {  // nothing of ours in it
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
       t += order.stride;
       continue;
     }
     uint32_t s0;  // a chain of live tiles
     KScales sc0;
-    issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0, turns);
+    issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);
     while (true) {
       zero<Cfg>(final_acc);
-      mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0, turns);
+      mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
       const TileJob done = job;
       t = job.t + order.stride;
       if (!p.chain_tiles || t >= order.count() || m.waves_live(order, p, t) == 0) {
@@ -743,7 +701,7 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
         break;
       }
       job = m.begin_tile(order, p, t);
-      issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0, turns);  // runs during the epilogue
+      issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);  // runs during the epilogue
       store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
   }
@@ -773,7 +731,7 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   int t = order.first;
   while (t < order.count()) {
     TileJob job = m.begin_tile(order, p, t);
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb, IssueOrder<Cfg>{false, false})) {
+    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
       t += order.stride;
       continue;
     }
