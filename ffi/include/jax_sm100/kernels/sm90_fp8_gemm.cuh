@@ -354,9 +354,7 @@ struct TileDescs {
     // Opaque to the compiler: under the two-wave loop's register pressure it otherwise
     // re-derives these from the shared window (S2R SR_CgaCtaId + ~30 ALU ops) every K
     // block, on the path from the full barrier to the first wgmma.
-    a_lo0 = __shfl_sync(0xffffffffu, a_lo0, 0);
-    b_lo0 = __shfl_sync(0xffffffffu, b_lo0, 0);
-    asm volatile("" : "+r"(sfa0));  // per thread (its rows): not uniform
+    asm volatile("" : "+r"(a_lo0), "+r"(b_lo0), "+r"(sfa0));
   }
   __device__ __forceinline__ uint32_t a_lo(uint32_t stage, int wave) const {
     return a_lo0 + stage * kAStride + (wave * Cfg::kMathWGs * Cfg::WG_M * Cfg::BLOCK_K >> 4);
@@ -454,7 +452,7 @@ struct MathWG {
   int buf = 0;             // which B-scale buffer the next begun tile reads
 
   __device__ __forceinline__ MathWG(typename Cfg::Smem* smem, float* sfb_all, const Fp8GemmParams& p)
-      : wg(__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)), t128(threadIdx.x % 128), lane(threadIdx.x % 32),
+      : wg(threadIdx.x / 128), t128(threadIdx.x % 128), lane(threadIdx.x % 32),
         r0(((threadIdx.x % 128) / 32) * 16 + (threadIdx.x % 32) / 4),
         sfb_words(Cfg::kScaleBRows * p.num_kb) {
     sfb_wg = sfb_all + wg * 2 * sfb_words;
@@ -625,7 +623,7 @@ __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg
                                                  float (&acc)[Cfg::kAcc], const TileJob& job,
                                                  int num_kb, uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
-  s0 = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
+  s0 = ring.consumer_stage();
   sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, num_kb);
   issue_k_block<Cfg>(acc, descs.a_lo(s0, 0), descs.b_lo(s0));
 }
@@ -652,7 +650,7 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
   }
   for (int kb = 1; kb < num_kb; ++kb) {
     ring.wait_producer();  // A, B, A-scales of K block kb have landed
-    const uint32_t s = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
+    const uint32_t s = ring.consumer_stage();
 #pragma unroll
     for (int wave = 0; wave < Cfg::kWaves; ++wave) {
       if (wave < job.waves_live) {
@@ -849,7 +847,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
   else __syncthreads();
 
-  if (__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0) == Cfg::kMathWGs) {
+  if (threadIdx.x >= Cfg::kMathThreads) {
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
     const uint32_t warp = ptx::warp_idx_sync() - Cfg::kMathThreads / 32;
     const uint32_t lane = ptx::lane_id();
