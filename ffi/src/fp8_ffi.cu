@@ -83,6 +83,10 @@ int pick_cluster(int64_t m, int64_t n, int bm) {
   }
   if (v == 4 && n <= 128) v = 2;  // one N tile: nothing to share along N
   if (m <= bm) v = 1;             // one M tile: nothing to share along M
+  // The tile height decides; the cluster follows what that tile is built with (an
+  // override must not silently turn 192- or 256-row tiles into 128-row ones).
+  if (bm == 192) v = 1;           // three math WGs: 1 CTA only
+  if (bm == 256 && v == 4) v = 2; // 256-row tiles: 1 or 2 CTAs along M
   return v;
 }
 
