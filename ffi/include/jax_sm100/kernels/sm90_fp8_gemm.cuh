@@ -591,6 +591,20 @@ __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, t
   return true;
 }
 
+/// Begin tiles from t on (advancing t by the order's stride), skipping those this WG holds
+/// no rows of (skip_dead_tile), until one it does: that one goes to `job`. False when the
+/// order has no tile left.
+template <class Cfg, class Ring>
+__device__ __forceinline__ bool next_live_tile(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+                                               const GroupedTileOrder& order, const Fp8GemmParams& p,
+                                               int& t, TileJob& job) {
+  for (; t < order.count(); t += order.stride) {
+    job = m.begin_tile(order, p, t);
+    if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) return true;
+  }
+  return false;
+}
+
 template <class Cfg, int W>
 __device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
 #pragma unroll
@@ -682,12 +696,8 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
   int t = order.first;
-  while (t < order.count()) {
-    TileJob job = m.begin_tile(order, p, t);
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
-      t += order.stride;
-      continue;
-    }
+  TileJob job;
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     uint32_t s0;  // a chain of live tiles
     KScales sc0;
     issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);
@@ -729,12 +739,8 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
 
   int t = order.first;
-  while (t < order.count()) {
-    TileJob job = m.begin_tile(order, p, t);
-    if (skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) {  // nothing of ours in it
-      t += order.stride;
-      continue;
-    }
+  TileJob job;
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     // A chain of live tiles. `prev`: the K block in flight (stage s_prev, its scales
     // sc_prev, its tile's former_prev); kb: the next K block of `job` to issue.
     zero<Cfg>(final_acc);
