@@ -1,0 +1,66 @@
+"""What one jitted FP8 GEMM call puts on the GPU: the optimized HLO's instructions (is
+there anything besides the custom call, e.g. a copy of d?) and, through CUPTI, every
+kernel / memcpy / memset with its summed duration. Usage (device):
+  python3 scripts/fp8_kernel_probe.py M N K     (the JAX_SM100_FP8_* environment applies)
+"""
+import collections
+import json
+import os
+import re
+import sys
+import tempfile
+
+import jax
+
+from jax_sm100 import bench_fp8 as bf
+from jax_sm100._gemm import fp8_kernel_a_scale
+
+try:
+  from jax_sm100._gemm import fp8_kernel_call
+except ImportError:  # a base tree from before the targets had a workspace result
+  import jax.numpy as jnp
+  from jax_sm100 import _ffi_registry as reg
+
+  def fp8_kernel_call(a, st, b, sb):
+    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.bfloat16)
+    return jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, st, b, sb)
+
+
+def main():
+  m, n, k = (int(v) for v in sys.argv[1:4])
+  torch, why = bf._torch()
+  sets = bf.quantized_sets(m, n, k, 2)
+  tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
+  many = jax.jit(lambda ss: [fp8_kernel_call(*s) for s in ss])
+  hlo = many.lower(tsets).compile().as_text()
+  ops = collections.Counter(re.findall(r"= \S+ (\w[\w-]*)\(", hlo))
+  print("optimized HLO ops:", dict(ops), flush=True)
+  for line in hlo.splitlines():
+    if "custom-call" in line or " copy(" in line or "copy-start" in line:
+      print("  ", line.strip()[:220])
+  jax.block_until_ready(many(tsets))
+  if torch is None:
+    print("no torch:", why)
+    return
+  from torch.profiler import ProfilerActivity, profile
+  torch.cuda.synchronize()
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    for _ in range(3):
+      jax.block_until_ready(many(tsets))
+    torch.cuda.synchronize()
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "trace.json")
+    prof.export_chrome_trace(path)
+    events = json.load(open(path))["traceEvents"]
+  total = collections.defaultdict(lambda: [0, 0.0])
+  for e in events:
+    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
+      t = total[(e["cat"], e["name"][:90])]
+      t[0] += 1
+      t[1] += float(e["dur"])
+  for (cat, name), (cnt, us) in sorted(total.items(), key=lambda kv: -kv[1][1]):
+    print(f"  {cat:10s} x{cnt:3d} {us / cnt:9.1f} us  {name}")
+
+
+if __name__ == "__main__":
+  main()
