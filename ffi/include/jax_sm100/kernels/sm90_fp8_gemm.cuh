@@ -109,7 +109,7 @@ struct Fp8GemmConfig {
                 "three math WGs: 160 registers each, room for one accumulator and the finals");
   // Stream-K tail possible (GroupedTileOrder): the one-accumulator loop, one CTA per
   // cluster, no residual (its loader streams C per whole tile).
-  static constexpr bool kCanSplit = false && CLUSTER_ == 1 && !OVERLAP_ && !RESIDUAL_;
+  static constexpr bool kCanSplit = CLUSTER_ == 1 && !OVERLAP_ && !RESIDUAL_;
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
   // setmaxnreg budgets (multiples of 8; all WGs together within the SM's 64K registers).
