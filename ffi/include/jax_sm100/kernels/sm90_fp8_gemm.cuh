@@ -361,12 +361,7 @@ __device__ __forceinline__ void load_a(uint8_t* a_tile, const CUtensorMap* map_a
 template <class Cfg>
 __device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* empty, int lane) {
   if constexpr (Cfg::kCluster == 1) {
-    // elect.sync, not lane == 0: under the stream-K kernels' register pressure ptxas
-    // re-reads the lane index (S2R SR_TID.X, tens of cycles) here in every K block,
-    // on the math warps' critical path between the wgmma wait and the promotion
-    // (4-9% slower on an H200).
-    (void)lane;
-    if (ptx::elect_one_sync()) empty->arrive();
+    if (lane == 0) empty->arrive();
   } else {
     if (lane < Cfg::kCluster) empty->arrive_cluster(static_cast<uint32_t>(lane));
   }
