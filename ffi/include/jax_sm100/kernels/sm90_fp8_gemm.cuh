@@ -210,8 +210,7 @@ struct WorkUnit {
 /// are cut into one contiguous range per CTA (the same length to within one K block, at
 /// least one tile long). So every tile of that region is computed by one or two CTAs;
 /// two add up their partial sums (split_fixup). Tiles before split_first go round-robin
-/// as before. Units of a CTA: its whole tiles, then the pieces of its range, tile by
-/// tile, from its first tile boundary on and wrapping round (rotated_start).
+/// as before. Units of a CTA: its whole tiles, then the pieces of its range, tile by tile.
 struct GroupedTileOrder {
   int group_m;       // cluster rows per group
   int num_m, num_n;  // cluster rows (ceil(M tiles / cluster_m)), cluster columns
@@ -239,46 +238,16 @@ struct GroupedTileOrder {
   __device__ __forceinline__ int range_owner(const Fp8GemmParams& p, int it) const {
     return ((it + 1) * stride - 1) / p.split_iters;
   }
-  /// The piece of the split region from K block `it` to the next tile boundary or `end`.
-  __device__ __forceinline__ WorkUnit split_piece(const Fp8GemmParams& p, int it, int end) const {
+  /// The unit of this CTA's range that starts at K block `it` of the split region, when
+  /// the range has one (it < its end).
+  __device__ __forceinline__ bool split_unit(const Fp8GemmParams& p, int it, WorkUnit& u) const {
+    if (p.split_iters == 0) return false;
+    const int end = range_begin(p, first + 1);
+    if (it >= end) return false;
     const int j = it / p.num_kb;
     const int kb0 = it - j * p.num_kb;
-    return WorkUnit{p.split_first + j, kb0, min(p.num_kb, kb0 + end - it)};
-  }
-  /// Where this CTA's range [b, e) is started: at its first tile boundary s, running to e
-  /// and then wrapping round to [b, s). Every CTA then reads the same K block at the same
-  /// time (K block (t - L) mod num_kb after the wrap, L the common range length), as the
-  /// whole tiles' waves do, so the CTAs share their loads in L2 (with plain ranges the
-  /// CTAs' K offsets scatter and the loads go to DRAM: 7% slower at 4096x7168x16384,
-  /// H200). b itself when the range holds no boundary before e.
-  __device__ __forceinline__ int rotated_start(const Fp8GemmParams& p, int b, int e) const {
-    const int s = (b + p.num_kb - 1) / p.num_kb * p.num_kb;
-    return s < e ? s : b;
-  }
-  /// The first unit of this CTA's range; false when the range is empty.
-  __device__ __forceinline__ bool first_split_unit(const Fp8GemmParams& p, WorkUnit& u) const {
-    if (p.split_iters == 0) return false;
-    const int b = range_begin(p, first), e = range_begin(p, first + 1);
-    if (b >= e) return false;
-    u = split_piece(p, rotated_start(p, b, e), e);
+    u = WorkUnit{p.split_first + j, kb0, min(p.num_kb, kb0 + end - it)};
     return true;
-  }
-  /// The unit of this CTA's range after its unit u; false when u was the last.
-  __device__ __forceinline__ bool next_split_unit(const Fp8GemmParams& p, WorkUnit& u) const {
-    const int b = range_begin(p, first), e = range_begin(p, first + 1);
-    const int s = rotated_start(p, b, e);
-    const int it0 = (u.t - p.split_first) * p.num_kb + u.kb0;
-    const int it1 = it0 + (u.kb1 - u.kb0);
-    if (it0 < s) return false;  // u was [b, s), the wrapped-round piece: the last
-    if (it1 < e) {
-      u = split_piece(p, it1, e);
-      return true;
-    }
-    if (b < s) {
-      u = split_piece(p, b, s);
-      return true;
-    }
-    return false;
   }
   /// This CTA's first unit; false when it has none. kSplit: the kernel may have a
   /// stream-K tail (Cfg::kCanSplit); else units are whole tiles, round-robin.
@@ -289,7 +258,7 @@ struct GroupedTileOrder {
       u = WorkUnit{first, 0, p.num_kb};
       return true;
     }
-    return kSplit && first_split_unit(p, u);
+    return kSplit && split_unit(p, range_begin(p, first), u);
   }
   /// The unit after u (in place); false when u was this CTA's last.
   template <bool kSplit>
@@ -300,9 +269,9 @@ struct GroupedTileOrder {
         u.t += stride;
         return true;
       }
-      return kSplit && first_split_unit(p, u);
+      return kSplit && split_unit(p, range_begin(p, first), u);
     }
-    return kSplit && next_split_unit(p, u);
+    return kSplit && split_unit(p, (u.t - p.split_first) * p.num_kb + u.kb1, u);
   }
 };
 
