@@ -60,15 +60,6 @@ def cuda_archs() -> tuple[str, ...]:
   return tuple(_ffi.cuda_archs()) if has_cuda() else ()
 
 
-def fp8_gemm_workspace_bytes(m: int, n: int, k: int, residual: bool) -> int:
-  """Bytes of the fp8 GEMM targets' second result, the workspace of a stream-K tail
-  (partial sums of tiles shared by two CTAs), for an (M, N, K) launch on the current
-  device with the current JAX_SM100_FP8_* overrides; 0 when the launch would not use
-  one (and without the extension)."""
-  fn = getattr(_ffi, "fp8_gemm_workspace_bytes", None)
-  return int(fn(int(m), int(n), int(k), bool(residual))) if (has_cuda() and fn) else 0
-
-
 def sm100_targets() -> frozenset[str]:
   """Targets whose handlers have an sm_100a kernel.
 

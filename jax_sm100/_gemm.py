@@ -255,25 +255,6 @@ def fp8_documented_a_scale(a_scale_k, m: int):
   return jnp.swapaxes(a_scale_k, -1, -2)[..., :m, :]
 
 
-def fp8_kernel_call(a, a_scale_t, b, b_scale, c=None, beta=0.0, **ffi_kw):
-  """The fp8 targets as they are: a (M, K) e4m3 with K % 16 == 0, a_scale_t in the
-  kernel layout (fp8_kernel_a_scale), b (N, K) e4m3 with N % 8 == 0, b_scale, c (M, N)
-  bf16 or None -> d (M, N) bf16. The targets' second result, their workspace (sized
-  here by the extension for this shape; the kernel splits the last wave's tiles by K
-  only when it holds the partial sums), is dropped. ffi_kw goes to jax.ffi.ffi_call."""
-  m, k = a.shape
-  n = b.shape[0]
-  # The residual target with beta == 0 runs the plain kernel (C is never read).
-  ws = reg.fp8_gemm_workspace_bytes(m, n, k, c is not None and beta != 0.0)
-  out = (jax.ShapeDtypeStruct((m, n), BF16), jax.ShapeDtypeStruct((ws,), jnp.uint8))
-  if c is None:
-    d, _ = jax.ffi.ffi_call(reg.FP8_GEMM, out, **ffi_kw)(a, a_scale_t, b, b_scale)
-  else:
-    d, _ = jax.ffi.ffi_call(reg.FP8_GEMM_RESIDUAL, out, **ffi_kw)(
-        a, a_scale_t, b, b_scale, c, beta=np.float32(beta))
-  return d
-
-
 def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False):
   """The one place that knows the fp8 kernels' operand layout.
 
@@ -292,7 +273,13 @@ def _fp8_launch(a, a_scale, b, b_scale, c, beta, a_scale_kernel_layout=False):
     a_scale = fp8_kernel_a_scale(a_scale)
   a = _pad_to(a, 1, kp)
   b = _pad_to(_pad_to(b, 1, kp), 0, np_)
-  d = fp8_kernel_call(a, a_scale, b, b_scale, None if c is None else _pad_to(c, 1, np_), beta)
+  out = jax.ShapeDtypeStruct((m, np_), BF16)
+  if c is None:
+    d = jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, a_scale, b, b_scale)
+  else:
+    c = _pad_to(c, 1, np_)
+    d = jax.ffi.ffi_call(reg.FP8_GEMM_RESIDUAL, out)(
+        a, a_scale, b, b_scale, c, beta=np.float32(beta))
   return d[:, :n] if np_ != n else d
 
 

@@ -19,7 +19,7 @@ python3 -m pip install --no-build-isolation --no-deps -q . > "$OUT/build_b.log" 
 echo "build B rc=$?"; wait; echo "builds $(( $(date +%s) - start )) s"
 cd /tmp
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout 300 pytest -q -x -p no:cacheprovider -k "not c4_" "$repo/tests/test_fp8_gpu.py" > "$OUT/fp8_tests_b.log" 2>&1
+  timeout 200 pytest -q -x -p no:cacheprovider -k "not c4_" "$repo/tests/test_fp8_gpu.py" > "$OUT/fp8_tests_b.log" 2>&1
   echo "B fp8 tests rc=$? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/fp8_tests_b.log"
 fi
 shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax_sm100 import _ffi_registry as reg
 from jax_sm100.bench_fp8 import _torch, gpu_time_jax, quantized_sets
-from jax_sm100._gemm import fp8_kernel_a_scale, fp8_kernel_call
+from jax_sm100._gemm import fp8_kernel_a_scale
 
 n, k = (int(v) for v in sys.argv[1:3]) if len(sys.argv) > 2 else (4096, 7168)
 ms = [int(v) for v in sys.argv[3:]] or [16, 64, 128]
@@ -22,7 +23,8 @@ for m in ms:
   padded = [(jnp.pad(a, ((0, 128 - m), (0, 0))), fp8_kernel_a_scale(jnp.pad(sa, ((0, 128 - m), (0, 0)),
                                                                           constant_values=1.0)), b, sb)
             for (a, sa, b, sb) in sets]
-  k_m = k_128 = fp8_kernel_call
+  k_m = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+  k_128 = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((128, n), jnp.bfloat16))
   d0 = np.asarray(k_m(*plain[0]), np.float32)
   d1 = np.asarray(k_128(*padded[0]), np.float32)[:m]
   assert np.array_equal(d0, d1), "padded result differs"

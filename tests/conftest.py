@@ -125,13 +125,6 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
     return functools.partial(_emulated_quantize, result)
   if target == "jax_sm100_quantize_fp8_dual":
     return functools.partial(_emulated_quantize_dual, result)
-  workspace = None
-  if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual"):
-    # (d, workspace): the workspace is a flat uint8 buffer the kernel may use for a
-    # stream-K tail; the emulation returns it zeroed.
-    assert isinstance(result, tuple) and len(result) == 2, result
-    result, workspace = result
-    assert workspace.ndim == 1 and np.dtype(workspace.dtype) == np.uint8, workspace
   out_shape, out_dtype = tuple(result.shape), np.dtype(result.dtype)
 
   def gemm(a, b, c=None, *, trans_a, trans_b, alpha=1.0, beta=0.0):
@@ -181,7 +174,7 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
       return gemm(*ops, trans_a=attrs["trans_a"], trans_b=attrs["trans_b"],
                   alpha=float(attrs["alpha"]), beta=float(attrs["beta"]))
     if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual"):
-      return fp8(*ops, **attrs), jnp.zeros(workspace.shape, jnp.uint8)
+      return fp8(*ops, **attrs)
     raise AssertionError(f"unexpected FFI target {target}")
 
   return call

@@ -20,18 +20,14 @@ from conftest import assert_matmul_close, f64, random_array
 
 BF16 = jnp.bfloat16
 CALL_RE = re.compile(
-    r"stablehlo\.custom_call @(\w+)\((.*?)\)\s*\{(.*?)\}\s*:\s*\((.*?)\)\s*->\s*"
-    r"(?:\((tensor<[^>]*>), tensor<\d+xui8>\)|(tensor<[^>]*>))")
+    r"stablehlo\.custom_call @(\w+)\((.*?)\)\s*\{(.*?)\}\s*:\s*\((.*?)\)\s*->\s*(tensor<[^>]*>)")
 
 
 def custom_calls(f, *args):
-  """[(target, attrs, operand types, result type)] of the single-result custom calls of
-  jit(f) lowered for args, and of the fp8 GEMMs (result: d; their second result is a
-  uint8 workspace)."""
+  """[(target, attrs, operand types, result type)] of jit(f) lowered for args."""
   text = jax.jit(f).lower(*args).as_text()
   out = []
-  for target, _, attrs, operands, result_ws, result in CALL_RE.findall(text):
-    result = result or result_ws
+  for target, _, attrs, operands, result in CALL_RE.findall(text):
     cfg = re.search(r"mhlo\.backend_config = \{(.*?)\}", attrs)
     kv = dict(re.findall(r"(\w+) = ([^,]+)", cfg.group(1))) if cfg else {}
     out.append((target, kv, [o.strip() for o in operands.split(", tensor")], result))

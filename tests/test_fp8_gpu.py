@@ -30,7 +30,6 @@ import jax.numpy as jnp  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
-from jax_sm100._gemm import fp8_kernel_call  # noqa: E402
 
 from conftest import calc_diff, np_dequantize, np_quantize_f32  # noqa: E402
 
@@ -81,17 +80,18 @@ def ffi_fp8(a, sa, b, sb, *, c=None, beta=0.0, poison=False):
   poison: residual target with beta 0 and C = NaN aliased to d, so unwritten elements of
   d stay NaN."""
   m, n = a.shape[0], b.shape[0]
+  out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
   sa_arg = a_scale_t(sa)
-  # A fresh function per call: the workspace is sized when it is traced, under the
-  # JAX_SM100_FP8_* environment of this call.
   if poison:
     assert c is None
     nan_c = jnp.full((m, n), jnp.nan, jnp.bfloat16)
-    return jax.jit(lambda *o: fp8_kernel_call(*o, beta=0.0, input_output_aliases={4: 0}),
-                   donate_argnums=4)(a, sa_arg, b, sb, nan_c)
+    f = jax.ffi.ffi_call(FP8_RES, out, input_output_aliases={4: 0})
+    return jax.jit(lambda *o: f(*o, beta=np.float32(0.0)), donate_argnums=4)(
+        a, sa_arg, b, sb, nan_c)
   if c is None:
-    return jax.jit(lambda *o: fp8_kernel_call(*o))(a, sa_arg, b, sb)
-  return jax.jit(lambda *o: fp8_kernel_call(*o, beta=beta))(a, sa_arg, b, sb, c)
+    return jax.jit(jax.ffi.ffi_call(FP8, out))(a, sa_arg, b, sb)
+  f = jax.ffi.ffi_call(FP8_RES, out)
+  return jax.jit(lambda *o: f(*o, beta=np.float32(beta)))(a, sa_arg, b, sb, c)
 
 
 # ---------------------------------------------------------------------------
@@ -255,71 +255,6 @@ def test_fp8_gemm_tiles_chained(rng, monkeypatch, variant, group_m):
   check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
 
 
-# The launches that can have a stream-K tail (one accumulator, one CTA per cluster, no
-# residual): 256x128 (two waves), 192x128 (three math WGs), 128x128 and 128x192 (one
-# wave), chained or not.
-STREAM_K_VARIANTS = {"c1_m256_chain": ("1", "0", "256", "1", "128"),
-                     "c1_m256": ("1", "0", "256", "0", "128"),
-                     "c1_m192_chain": ("1", "0", "192", "1", "128"),
-                     "c1_chain": ("1", "0", "128", "1", "128"),
-                     "c1_n192": ("1", "0", "128", "1", "192")}
-
-
-def set_stream_k(monkeypatch, variant, ctas, on=True):
-  cluster, overlap, block_m, chain, block_n = STREAM_K_VARIANTS[variant]
-  for var, val in (("CLUSTER", cluster), ("OVERLAP", overlap), ("BLOCK_M", block_m),
-                   ("CHAIN", chain), ("BLOCK_N", block_n), ("MAX_CTAS", str(ctas)),
-                   ("STREAMK", "1" if on else "0")):
-    monkeypatch.setenv("JAX_SM100_FP8_" + var, val)
-
-
-@pytest.mark.parametrize("variant", list(STREAM_K_VARIANTS))
-@pytest.mark.parametrize("m,n,k,ctas", [
-    # (tile counts and remainders on that many CTAs hold for every variant)
-    (1100, 1000, 1300, 7),    # 256 rows: 5 x 8 tiles, 11 K blocks; last M tile one wave live
-    (1050, 1000, 1300, 11),   # the last M tile: a math WG that holds no rows skips its units
-    (700, 520, 384, 7),       # 3 K blocks per tile: ranges of 4-5; partial N tile
-    (2200, 1152, 16384, 10),  # large K: 128 K blocks per tile
-])
-def test_fp8_gemm_stream_k(rng, monkeypatch, variant, m, n, k, ctas):
-  """The stream-K tail: with few CTAs (JAX_SM100_FP8_MAX_CTAS) the last two waves' tiles
-  are shared by K between CTAs whose ranges start and end inside tiles, including tiles
-  where math WGs hold no rows. Checked against float64 with unwritten elements poisoned
-  (NaN), with per-K-block scales (2^6 apart) and per-128-row b scales, so a K block
-  summed twice, missed, or added into the wrong tile shows. The result must be the same
-  bits on a second run (the two partial sums of a tile are added in either order, which
-  IEEE addition does not see) and match the kernel without the tail to rounding."""
-  set_stream_k(monkeypatch, variant, ctas)
-  kb = -(-k // 128)
-  assert reg.fp8_gemm_workspace_bytes(m, n, k, False) > 0, "no stream-K tail planned"
-  a, sa, b, sb = make_operands(rng, m, n, k)
-  sa = sa * jnp.asarray(2.0 ** (6.0 * (np.arange(kb) % 3)), jnp.float32)[None, :]
-  sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 5))[:, None], jnp.float32)
-  ref = reference(a, sa, b, sb)
-  got = ffi_fp8(a, sa, b, sb, poison=True)
-  check(got, ref, f"{m}x{n}x{k} on {ctas} CTAs")
-  again = ffi_fp8(a, sa, b, sb, poison=True)
-  assert np.array_equal(np.asarray(got.view(jnp.uint16)), np.asarray(again.view(jnp.uint16)))
-  monkeypatch.setenv("JAX_SM100_FP8_STREAMK", "0")
-  assert reg.fp8_gemm_workspace_bytes(m, n, k, False) == 0
-  whole = np.asarray(ffi_fp8(a, sa, b, sb, poison=True).astype(jnp.float32), np.float64)
-  got64 = np.asarray(got.astype(jnp.float32), np.float64)
-  # Both are bf16 roundings of fp32 sums that differ only in the order of additions.
-  assert np.abs(got64 - whole).max() <= 2.0**-7 * np.abs(whole).max()
-
-
-def test_fp8_gemm_stream_k_needs_its_workspace(rng, monkeypatch):
-  """A workspace smaller than the tail needs (the target called directly with a 16-byte
-  one) runs the launch without the tail, still right."""
-  set_stream_k(monkeypatch, "c1_m256_chain", 6)
-  m, n, k = 1100, 1000, 1300
-  assert reg.fp8_gemm_workspace_bytes(m, n, k, False) > 16
-  a, sa, b, sb = make_operands(rng, m, n, k)
-  out = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16), jax.ShapeDtypeStruct((16,), jnp.uint8))
-  d, _ = jax.jit(lambda *o: jax.ffi.ffi_call(FP8, out)(*o))(a, a_scale_t(sa), b, sb)
-  check(d, reference(a, sa, b, sb), "16-byte workspace")
-
-
 def test_fp8_gemm_scales_span_orders_of_magnitude(rng):
   a, sa, b, sb = make_operands(rng, 384, 640, 1024, row_spread=3.0)
   check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "row spread 1e+-3")
@@ -365,7 +300,8 @@ def test_fp8_gemm_residual_beta0_ignores_nan_c(rng):
 def test_fp8_gemm_rejects_bad_layouts(rng):
   a, sa, b, sb = make_operands(rng, 64, 128, 256)
   with pytest.raises(Exception, match="transposed"):  # (M, Kb) given, (Kb, Mp) needed
-    fp8_kernel_call(a, sa, b, sb).block_until_ready()
+    jax.ffi.ffi_call(FP8, jax.ShapeDtypeStruct((64, 128), jnp.bfloat16))(
+        a, sa, b, sb).block_until_ready()
 
 
 def test_public_op_uses_kernel_and_matches(rng):
@@ -662,7 +598,6 @@ def test_fp8_dot_with_dual_quantize_is_bit_identical(rng, monkeypatch):
 _SANITIZER_SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jax.numpy as jnp, jax_sm100
     from jax_sm100 import _ffi_registry  # registers the targets
-    from jax_sm100._gemm import fp8_kernel_call
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((200, 300)).astype(np.float32)).astype(jnp.bfloat16)
     for br in (1, 128):
@@ -682,9 +617,11 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
     b = jnp.asarray(rng.standard_normal((n, k))).astype(jnp.float8_e4m3fn)
     sa = jnp.ones((m, 3), jnp.float32); sb = jnp.ones((2, 3), jnp.float32)
     c = jnp.ones((m, n), jnp.bfloat16)
+    out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
     sat = jnp.pad(sa.T, ((0, 0), (0, 2)))
-    fp8_kernel_call(a, sat, b, sb).block_until_ready()
-    fp8_kernel_call(a, sat, b, sb, c, 0.5).block_until_ready()
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sat, b, sb).block_until_ready()
+    jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
+        a, sat, b, sb, c, beta=np.float32(0.5)).block_until_ready()
     print("SANITIZER_SCRIPT_DONE")
 """)
 

@@ -14,12 +14,8 @@
 // the transposed layout directly). An earlier cp.async path for the documented layout was
 // slower on every measured shape (H200, 2026-11-22) and is gone.
 // Requirements (TMA: 16-byte aligned row strides): K % 16 == 0, N % 8 == 0; K <= 65536.
-// Both targets have a second result, a uint8 workspace for the stream-K tail (see
-// GroupedTileOrder), of JaxSm100Fp8GemmWorkspaceBytes(M, N, K, residual) bytes (the Python
-// layer asks; 0 = none; a smaller one only means no tail).
 // Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
-// allocation, no synchronisation (the tail's arrival counters are zeroed by a memset on
-// the stream).
+// allocation, no synchronisation.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -157,49 +153,6 @@ int pick_group_m() {
   return 8;
 }
 
-/// Persistent grid cap (JAX_SM100_FP8_MAX_CTAS = n >= 1 overrides; a test hook: few CTAs
-/// give small shapes many waves and a stream-K tail). Default: the SM count.
-int max_ctas() {
-  if (const char* env = std::getenv("JAX_SM100_FP8_MAX_CTAS")) {
-    const int v = std::atoi(env);
-    if (v >= 1) return v < sm_count() ? v : sm_count();
-  }
-  return sm_count();
-}
-
-/// The stream-K tail of a launch (see GroupedTileOrder): tiles [first, tiles) shared by
-/// K among the grid's CTAs; first == tiles: none.
-struct SplitPlan {
-  int64_t first;
-  int64_t iters;  // (tiles - first) * num_kb
-};
-
-/// When `tiles` do not fill the last wave of `grid` CTAs, the last two waves' tiles are
-/// shared by K (JAX_SM100_FP8_STREAMK = 0 | 1 overrides: never / whenever there is such a
-/// tail and at least one full wave). Default: when the last wave leaves at least 8 K
-/// blocks' work per CTA idle on average, which two partial-sum writes and one read per
-/// CTA (at most) then cost less than.
-SplitPlan plan_split(int64_t tiles, int64_t grid, int num_kb) {
-  const SplitPlan none{tiles, 0};
-  const int64_t waves = tiles / grid, rest = tiles % grid;
-  if (waves < 1 || rest == 0) return none;
-  bool split = (grid - rest) * num_kb >= 8 * grid;
-  if (const char* env = std::getenv("JAX_SM100_FP8_STREAMK")) split = std::atoi(env) != 0;
-  // The kernel's range arithmetic is int32: (grid + 1) * iters must fit.
-  if (!split || (grid + 1) * (rest + grid) * num_kb > INT32_MAX) return none;
-  return SplitPlan{tiles - (rest + grid), (rest + grid) * num_kb};
-}
-
-/// Workspace of a stream-K tail on at most `grid` CTAs: the arrival counters (at most
-/// 2 * grid tiles x math WGs, 256-byte aligned), then two partial-sum slots of a
-/// BLOCK_M x BLOCK_N fp32 tile per CTA.
-size_t split_counter_bytes(int64_t grid, int math_wgs) {
-  return static_cast<size_t>((2 * grid * math_wgs * 4 + 255) / 256 * 256);
-}
-size_t split_workspace_bytes(int64_t grid, int bm, int bn) {
-  return split_counter_bytes(grid, bm == 192 ? 3 : 2) + static_cast<size_t>(2 * grid) * bm * bn * 4;
-}
-
 struct Operands {
   const void* a;
   const float* a_scale_t;  // (Kb, Mp)
@@ -207,8 +160,6 @@ struct Operands {
   const float* b_scale;
   const void* c;  // residual only
   void* d;
-  void* workspace;  // stream-K tail: split_workspace_bytes (none when smaller)
-  size_t workspace_bytes;
   int64_t m, n, k, mp;
   float beta;
 };
@@ -274,8 +225,7 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
                      Cfg::BLOCK_N * Cfg::BLOCK_K + sfa_box * sizeof(float);
   p.group_m = pick_group_m();
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
-  // tiles (nor JAX_SM100_FP8_MAX_CTAS). How many clusters fit at once comes from the
-  // occupancy API (cached).
+  // tiles. How many clusters fit at once comes from the occupancy API (cached).
   const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *
                                 ((p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN);
   cudaLaunchConfig_t cfg = {};
@@ -299,31 +249,8 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
     }
     max_clusters = n;
   }
-  int64_t clusters = cluster_tiles < max_clusters ? cluster_tiles : max_clusters;
-  if (clusters > max_ctas() / CLUSTER) clusters = max_ctas() / CLUSTER > 0 ? max_ctas() / CLUSTER : 1;
+  const int64_t clusters = cluster_tiles < max_clusters ? cluster_tiles : max_clusters;
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * CLUSTER), 1, 1);
-  // Stream-K tail: the one-accumulator loop with one CTA per cluster, no residual (the
-  // loader streams C per whole tile), and a workspace that holds it.
-  SplitPlan split{cluster_tiles, 0};
-  if constexpr (Cfg::kCanSplit) {
-    split = plan_split(cluster_tiles, clusters, num_kb);
-    if (split.iters > 0 && o.workspace_bytes < split_workspace_bytes(clusters, BLOCK_M, BLOCK_N))
-      split = SplitPlan{cluster_tiles, 0};
-  }
-  p.split_first = static_cast<int>(split.first);
-  p.split_iters = static_cast<int>(split.iters);
-  p.arrivals = nullptr;
-  p.partials = nullptr;
-  if (split.iters > 0) {
-    const size_t counters = static_cast<size_t>(cluster_tiles - split.first) * Cfg::kMathWGs * sizeof(int);
-    p.arrivals = static_cast<int*>(o.workspace);
-    p.partials = reinterpret_cast<float*>(static_cast<char*>(o.workspace) +
-                                          split_counter_bytes(clusters, Cfg::kMathWGs));
-    cudaError_t me = cudaMemsetAsync(p.arrivals, 0, counters, stream);
-    if (me != cudaSuccess)
-      return ffi::Error::Internal(std::string("fp8_gemm: cudaMemsetAsync failed: ") +
-                                  cudaGetErrorString(me));
-  }
   cudaError_t le = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sfa, map_d, map_c, p);
   if (le != cudaSuccess) {
     cudaGetLastError();
@@ -384,36 +311,18 @@ ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int 
   }
 }
 
-/// The kernel a shape gets (the pick_* functions: heuristics and overrides).
-struct Choice {
-  int bm, bn, cluster;
-  bool overlap;
-  /// Runs the one-accumulator loop with one CTA per cluster, without residual: the
-  /// launches that may have a stream-K tail (launch<>'s test, in dispatch_cluster's terms).
-  bool can_split(bool residual) const {
-    return !residual && cluster == 1 && (bm != 128 || bn == 192 || !overlap);
-  }
-};
-
-Choice choose(int64_t m, int64_t n, bool residual) {
-  Choice c;
-  c.bn = pick_block_n(m, n);
-  c.bm = residual ? 128 : pick_block_m(m, n, c.bn);  // no C staging room at 256
-  c.overlap = pick_overlap();
-  c.cluster = pick_cluster(m, n, c.bm);
-  return c;
-}
-
 template <bool RESIDUAL>
 ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   if (!device_is_sm90())
     return ffi::Error::InvalidArgument(
         "fp8_gemm: the FP8 kernel runs on sm_90 (H100/H200) only; use the reference path");
-  const Choice c = choose(o.m, o.n, RESIDUAL);
-  switch (c.cluster) {
-    case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, c.bm, c.bn, c.overlap);
-    case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, c.bm, c.bn, c.overlap);
-    default: return dispatch_cluster<RESIDUAL, 1>(stream, o, c.bm, c.bn, c.overlap);
+  const int bn = pick_block_n(o.m, o.n);
+  const int bm = RESIDUAL ? 128 : pick_block_m(o.m, o.n, bn);  // no C staging room at 256
+  const bool overlap = pick_overlap();
+  switch (pick_cluster(o.m, o.n, bm)) {
+    case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
+    case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bm, bn, overlap);
+    default: return dispatch_cluster<RESIDUAL, 1>(stream, o, bm, bn, overlap);
   }
 }
 
@@ -471,13 +380,11 @@ ffi::Error validate(ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t, ffi::AnyBuffer b
 
 ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                          ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
-                         ffi::Result<ffi::Buffer<ffi::BF16>> d, ffi::Result<ffi::AnyBuffer> ws) {
+                         ffi::Result<ffi::Buffer<ffi::BF16>> d) {
   Operands o;
   ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(), o);
   if (err.failure()) return err;
   o.d = d->untyped_data();
-  o.workspace = ws->untyped_data();
-  o.workspace_bytes = ws->size_bytes();
   if (o.m == 0 || o.n == 0) return ffi::Error::Success();
   if (o.k == 0) {  // empty contraction: D = 0
     cudaError_t e = cudaMemsetAsync(o.d, 0, size_t(o.m) * o.n * 2, stream);
@@ -490,13 +397,10 @@ ffi::Error fp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a
 ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                                   ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
                                   ffi::Buffer<ffi::BF16> c, float beta,
-                                  ffi::Result<ffi::Buffer<ffi::BF16>> d,
-                                  ffi::Result<ffi::AnyBuffer> ws) {
+                                  ffi::Result<ffi::Buffer<ffi::BF16>> d) {
   Operands o;
   ffi::Error err = validate(a, a_scale, b, b_scale, d->dimensions(), o);
   if (err.failure()) return err;
-  o.workspace = ws->untyped_data();
-  o.workspace_bytes = ws->size_bytes();
   auto cd = c.dimensions();
   if (cd.size() != 2 || cd[0] != o.m || cd[1] != o.n)
     return ffi::Error::InvalidArgument("fp8_gemm_residual: c must have shape (M, N)");
@@ -524,23 +428,8 @@ ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::An
   JAX_SM100_FP8_BINDING.Arg<ffi::Buffer<ffi::BF16>>().Attr<float>("beta")
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl,
-                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::AnyBuffer>(),
+                              JAX_SM100_FP8_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl,
-                              JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::AnyBuffer>(),
+                              JAX_SM100_FP8_RESIDUAL_BINDING.Ret<ffi::Buffer<ffi::BF16>>(),
                               {xla::ffi::Traits::kCmdBufferCompatible});
-
-/// Bytes of the workspace (the targets' second result) that a launch of this shape can
-/// use for a stream-K tail, on the current device with the current overrides; 0 when
-/// it would have none. A smaller workspace at run time only means no tail.
-int64_t JaxSm100Fp8GemmWorkspaceBytes(int64_t m, int64_t n, int64_t k, bool residual) {
-  if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const Choice c = choose(m, n, residual);
-  if (!c.can_split(residual)) return 0;
-  const int64_t tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
-  const int64_t grid = tiles < max_ctas() ? tiles : max_ctas();
-  const SplitPlan plan = plan_split(tiles, grid, static_cast<int>((k + 127) / 128));
-  return plan.iters > 0 ? static_cast<int64_t>(split_workspace_bytes(grid, c.bm, c.bn)) : 0;
-}

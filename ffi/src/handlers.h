@@ -3,8 +3,6 @@
 // ffi/src/ and listed in kHandlers in module.cc.
 #pragma once
 
-#include <cstdint>
-
 #include "xla/ffi/api/c_api.h"
 
 #if JAX_SM100_WITH_CUDA
@@ -17,6 +15,4 @@ XLA_FFI_Error* JaxSm100GemmResidual(XLA_FFI_CallFrame* call_frame);  // gemm_ffi
 XLA_FFI_Error* JaxSm100Fp8Gemm(XLA_FFI_CallFrame* call_frame);          // fp8_ffi.cu
 XLA_FFI_Error* JaxSm100Fp8GemmResidual(XLA_FFI_CallFrame* call_frame);  // fp8_ffi.cu
 }
-// Bytes of the fp8 targets' workspace result for an (M, N, K) launch (fp8_ffi.cu).
-int64_t JaxSm100Fp8GemmWorkspaceBytes(int64_t m, int64_t n, int64_t k, bool residual);
 #endif

@@ -44,19 +44,6 @@ NB_MODULE(_ffi, m) {
       },
       "GPU architectures with machine code in this build, e.g. ['sm_90a', 'sm_100a'].");
 
-  m.def("fp8_gemm_workspace_bytes",
-        [](int64_t m, int64_t n, int64_t k, bool residual) -> int64_t {
-#if JAX_SM100_WITH_CUDA
-          return JaxSm100Fp8GemmWorkspaceBytes(m, n, k, residual);
-#else
-          (void)m; (void)n; (void)k; (void)residual;
-          return 0;
-#endif
-        },
-        nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("residual"),
-        "Bytes of the workspace (second result) of jax_sm100_fp8_gemm[_residual] for an "
-        "(M, N, K) launch on the current device: 0 when it would not use one.");
-
   m.def("registrations", []() {
         nb::dict targets;
 #if JAX_SM100_WITH_CUDA

@@ -107,9 +107,6 @@ struct Fp8GemmConfig {
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
   static_assert(kMathWGs == 2 || (!kOverlap && !RESIDUAL_ && BLOCK_N_ <= 128),
                 "three math WGs: 160 registers each, room for one accumulator and the finals");
-  // Stream-K tail possible (GroupedTileOrder): the one-accumulator loop, one CTA per
-  // cluster, no residual (its loader streams C per whole tile).
-  static constexpr bool kCanSplit = CLUSTER_ == 1 && !OVERLAP_ && !RESIDUAL_;
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
   // setmaxnreg budgets (multiples of 8; all WGs together within the SM's 64K registers).
@@ -158,7 +155,6 @@ struct Fp8GemmConfig {
     alignas(1024) __nv_bfloat16 c[kResidual ? kMathWGs : 1][kResidual ? WG_M * BLOCK_N : 8];
     pipeline::DeviceBarrier input_bars[2 * STAGES];
     pipeline::DeviceBarrier epi_bars[kMathWGs][2];
-    int split_arrived[kMathWGs];  // split_fixup: arrivals before this WG's (its thread 0's atomic)
   };
 
   /// Dynamic shared memory for `num_kb` K blocks (1024 extra to align the base).
@@ -180,20 +176,6 @@ struct Fp8GemmParams {
   uint32_t stage_tx_bytes;  // bytes TMA brings per stage (smaller than a full stage when
                             // one M tile holds all of M: A's boxes stop at M, see the host)
   int group_m;              // cluster rows per group of the tile order
-  // Stream-K tail (one CTA per cluster, one-accumulator loop, no residual; see
-  // GroupedTileOrder): tiles [split_first, count) are shared by K among the CTAs.
-  // split_first == count: none (split_iters 0, the pointers unused).
-  int split_first;          // first tile of the split region
-  int split_iters;          // its K blocks laid end to end: (count - split_first) * num_kb
-  float* partials;          // (grid, 2, kMathWGs, kWaves, kAcc / 4, 128) float4: a CTA's
-                            // partial sums of the first / last tile of its range
-  int* arrivals;            // (count - split_first, kMathWGs): zero at launch
-};
-
-/// A piece of the work: K blocks [kb0, kb1) of tile t of the order (a whole tile but in
-/// the stream-K tail).
-struct WorkUnit {
-  int t, kb0, kb1;
 };
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk group_m M
@@ -203,14 +185,6 @@ struct WorkUnit {
 /// rank_m and N tile cluster_col * cluster_n + rank_n (which may lie past the matrix
 /// when the tile counts are odd: that CTA computes nothing, stores nothing).
 /// (A stand-in with the same contract as the bf16 kernel's scheduler.)
-///
-/// Stream-K tail (one CTA per cluster only): when the tile count is not a multiple of
-/// the grid, the last wave would leave SMs idle. The last wave and the one before it,
-/// tiles [split_first, count), are instead shared by K: their K blocks, laid end to end,
-/// are cut into one contiguous range per CTA (the same length to within one K block, at
-/// least one tile long). So every tile of that region is computed by one or two CTAs;
-/// two add up their partial sums (split_fixup). Tiles before split_first go round-robin
-/// as before. Units of a CTA: its whole tiles, then the pieces of its range, tile by tile.
 struct GroupedTileOrder {
   int group_m;       // cluster rows per group
   int num_m, num_n;  // cluster rows (ceil(M tiles / cluster_m)), cluster columns
@@ -226,53 +200,6 @@ struct GroupedTileOrder {
     nt = (in_group / rows) * cluster_n + rank_n;
   }
   __device__ __forceinline__ int count() const { return num_m * num_n; }
-
-  // The split region's layout comes from the launch's parameters (p.split_first,
-  // p.split_iters: constant memory, no registers held across the loops). The host keeps
-  // (stride + 1) * split_iters within int32.
-  /// First K block of CTA c's range (c = stride: the end of the last range).
-  __device__ __forceinline__ int range_begin(const Fp8GemmParams& p, int c) const {
-    return c * p.split_iters / stride;
-  }
-  /// The CTA whose range holds K block `it` of the split region.
-  __device__ __forceinline__ int range_owner(const Fp8GemmParams& p, int it) const {
-    return ((it + 1) * stride - 1) / p.split_iters;
-  }
-  /// The unit of this CTA's range that starts at K block `it` of the split region, when
-  /// the range has one (it < its end).
-  __device__ __forceinline__ bool split_unit(const Fp8GemmParams& p, int it, WorkUnit& u) const {
-    if (p.split_iters == 0) return false;
-    const int end = range_begin(p, first + 1);
-    if (it >= end) return false;
-    const int j = it / p.num_kb;
-    const int kb0 = it - j * p.num_kb;
-    u = WorkUnit{p.split_first + j, kb0, min(p.num_kb, kb0 + end - it)};
-    return true;
-  }
-  /// This CTA's first unit; false when it has none. kSplit: the kernel may have a
-  /// stream-K tail (Cfg::kCanSplit); else units are whole tiles, round-robin.
-  template <bool kSplit>
-  __device__ __forceinline__ bool first_unit(const Fp8GemmParams& p, WorkUnit& u) const {
-    const int whole_end = kSplit ? p.split_first : count();
-    if (first < whole_end) {
-      u = WorkUnit{first, 0, p.num_kb};
-      return true;
-    }
-    return kSplit && split_unit(p, range_begin(p, first), u);
-  }
-  /// The unit after u (in place); false when u was this CTA's last.
-  template <bool kSplit>
-  __device__ __forceinline__ bool next_unit(const Fp8GemmParams& p, WorkUnit& u) const {
-    const int whole_end = kSplit ? p.split_first : count();
-    if (u.t < whole_end) {
-      if (u.t + stride < whole_end) {
-        u.t += stride;
-        return true;
-      }
-      return kSplit && split_unit(p, range_begin(p, first), u);
-    }
-    return kSplit && split_unit(p, (u.t - p.split_first) * p.num_kb + u.kb1, u);
-  }
 };
 
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
@@ -336,7 +263,7 @@ __device__ __forceinline__ void release_input_barrier(pipeline::DeviceBarrier* e
   }
 }
 
-/// Producer (WG 2, warp 0): per unit, per K block, one stage: A, B, A-scales, all by TMA
+/// Producer (WG 2, warp 0): per tile, per K block, one stage: A, B, A-scales, all by TMA
 /// in one transaction, issued by one lane.
 template <class Cfg>
 __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
@@ -344,11 +271,10 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
                                               const Fp8GemmParams& p, GroupedTileOrder order) {
   auto producer = pipe.producer();
   const uint32_t lane = ptx::lane_id();
-  WorkUnit u;
-  for (bool more = order.template first_unit<Cfg::kCanSplit>(p, u); more; more = order.template next_unit<Cfg::kCanSplit>(p, u)) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
-    order.tile(u.t, mt, nt);
-    for (int kb = u.kb0; kb < u.kb1; ++kb) {
+    order.tile(t, mt, nt);
+    for (int kb = 0; kb < p.num_kb; ++kb) {
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
       if (lane == 0) {
@@ -366,14 +292,13 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
 /// tile for each math WG, one transaction per stage.
 template <class Cfg>
 __device__ __forceinline__ void epi_load_loop(typename Cfg::Smem* smem, const CUtensorMap* map_c,
-                                              const Fp8GemmParams& p, GroupedTileOrder order) {
+                                              GroupedTileOrder order) {
   static_assert(Cfg::kMathWGs == 2, "one C pipeline per math WG");
   typename Cfg::EpiPipe epi[2] = {typename Cfg::EpiPipe(smem->epi_bars[0], "fp8_c"),
                                   typename Cfg::EpiPipe(smem->epi_bars[1], "fp8_c")};
-  WorkUnit u;  // whole tiles: the residual kernel has no stream-K tail
-  for (bool more = order.template first_unit<Cfg::kCanSplit>(p, u); more; more = order.template next_unit<Cfg::kCanSplit>(p, u)) {
+  for (int t = order.first; t < order.count(); t += order.stride) {
     int mt, nt;
-    order.tile(u.t, mt, nt);
+    order.tile(t, mt, nt);
 #pragma unroll
     for (int wg = 0; wg < Cfg::kMathWGs; ++wg) {
       auto stage = epi[wg].acquire_producer();  // the WG finished reading the last C
@@ -510,7 +435,6 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
 /// much of it is this WG's to compute and store.
 struct TileJob {
   int t;           // index in the tile order
-  int kb0, kb1;    // the unit's K blocks (all of them but in the stream-K tail)
   int mt, nt, n0;  // M tile, N tile, first column
   int former;      // 8-column groups [0, former) use the tile's first B-scale row
   int waves_live;  // this WG's waves holding rows < M (0: nothing to compute or store)
@@ -556,25 +480,22 @@ struct MathWG {
   /// for it).
   __device__ __forceinline__ void copy_first_b_scales(const GroupedTileOrder& order,
                                                       const Fp8GemmParams& p) const {
-    WorkUnit u;
-    if (order.template first_unit<Cfg::kCanSplit>(p, u)) {
+    if (order.first < order.count()) {
       int mt, nt;
-      order.tile(u.t, mt, nt);
+      order.tile(order.first, mt, nt);
       copy_b_scales_async<Cfg>(sfb_wg, p, nt * Cfg::BLOCK_N, t128);
     }
   }
 
-  /// Start unit u: wait for its tile's B scales (copied one unit ahead), then start the
-  /// copy of the next unit's into the other buffer. Every thread of the WG must call it,
-  /// in unit order: past its barrier all of them have read their last scale of the
-  /// previous unit, the last use of that buffer.
+  /// Start tile t: wait for its B scales (copied one tile ahead), then start the copy of
+  /// the next tile's into the other buffer. Every thread of the WG must call it, in tile
+  /// order: past its barrier all of them have read their last scale of the previous
+  /// tile, the last use of that buffer.
   __device__ __forceinline__ TileJob begin_tile(const GroupedTileOrder& order, const Fp8GemmParams& p,
-                                                const WorkUnit& u) {
+                                                int t) {
     TileJob job;
-    job.t = u.t;
-    job.kb0 = u.kb0;
-    job.kb1 = u.kb1;
-    order.tile(u.t, job.mt, job.nt);
+    job.t = t;
+    order.tile(t, job.mt, job.nt);
     job.n0 = job.nt * Cfg::BLOCK_N;
     job.former = Cfg::kUniformScaleB
                      ? Cfg::BLOCK_N / 8
@@ -583,10 +504,9 @@ struct MathWG {
     __pipeline_wait_prior(0);
     named_barrier_sync(1 + wg, 128);
     job.sfb = ptx::smem_addr(sfb_wg + buf * sfb_words);
-    WorkUnit next = u;
-    if (order.template next_unit<Cfg::kCanSplit>(p, next)) {
+    if (t + order.stride < order.count()) {
       int mt_next, nt_next;
-      order.tile(next.t, mt_next, nt_next);
+      order.tile(t + order.stride, mt_next, nt_next);
       copy_b_scales_async<Cfg>(sfb_wg + (buf ^ 1) * sfb_words, p, nt_next * Cfg::BLOCK_N, t128);
     }
     buf ^= 1;
@@ -657,9 +577,9 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
 /// live tile.
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
-                                               int lane) {
+                                               int lane, int num_kb) {
   if (job.waves_live != 0) return false;
-  for (int kb = job.kb0; kb < job.kb1; ++kb) {
+  for (int kb = 0; kb < num_kb; ++kb) {
     ring.wait_producer();
     release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
     ring.consumer_step();
@@ -671,93 +591,18 @@ __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, t
   return true;
 }
 
-/// Begin units from u on (`more`: u is one), skipping those whose tile this WG holds no
-/// rows of (skip_dead_tile), until one it does: that one goes to `job` (u stays on it).
-/// False when this CTA has no unit left.
+/// Begin tiles from t on (advancing t by the order's stride), skipping those this WG holds
+/// no rows of (skip_dead_tile), until one it does: that one goes to `job`. False when the
+/// order has no tile left.
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool next_live_tile(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
                                                const GroupedTileOrder& order, const Fp8GemmParams& p,
-                                               bool& more, WorkUnit& u, TileJob& job) {
-  for (; more; more = order.template next_unit<Cfg::kCanSplit>(p, u)) {
-    job = m.begin_tile(order, p, u);
-    if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane)) return true;
+                                               int& t, TileJob& job) {
+  for (; t < order.count(); t += order.stride) {
+    job = m.begin_tile(order, p, t);
+    if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) return true;
   }
   return false;
-}
-
-/// Stream-K: a unit that is only part of its tile. The split region's tiles are shared by
-/// at most two CTAs (every CTA's range is at least one tile long). Each writes this WG's
-/// partial sums (its live waves) to its slot and counts itself in the tile's arrival
-/// counter; the second to arrive adds the other's slot to its own sums and stores the
-/// tile. a + b == b + a exactly in IEEE arithmetic, so the result does not depend on
-/// which CTA arrives second. No CTA ever waits for another here. True when this WG
-/// holds the tile's whole sum (a whole tile, or the second arrival): store it.
-template <class Cfg>
-__device__ __forceinline__ bool split_fixup(float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                            const MathWG<Cfg>& m, int* arrived,
-                                            const GroupedTileOrder& order, const Fp8GemmParams& p,
-                                            const TileJob& job) {
-  if (job.kb0 == 0 && job.kb1 == p.num_kb) return true;
-  const int j = job.t - p.split_first;
-  const int tile_it = j * p.num_kb;
-  // The tile's two CTAs: the one whose range holds its first K block, and its last's.
-  const int c0 = order.range_owner(p, tile_it), c1 = order.range_owner(p, tile_it + p.num_kb - 1);
-  const int other = order.first == c0 ? c1 : c0;
-  constexpr int kVec = Cfg::kAcc / 4;  // float4 per wave and thread
-  // CTA c's slot 0 holds the first unit of its range (the range starts in the tile),
-  // slot 1 the last.
-  auto slot = [&](int c) {
-    const int which = order.range_begin(p, c) >= tile_it ? 0 : 1;
-    return reinterpret_cast<float4*>(p.partials) +
-           ((static_cast<size_t>(c) * 2 + which) * Cfg::kMathWGs + m.wg) * (Cfg::kWaves * kVec * 128) +
-           m.t128;
-  };
-  float4* mine = slot(order.first);
-#pragma unroll
-  for (int w = 0; w < Cfg::kWaves; ++w) {
-    if (w < job.waves_live) {
-#pragma unroll
-      for (int v = 0; v < kVec; ++v)  // 32 lanes write 512 contiguous bytes
-        __stcg(mine + (w * kVec + v) * 128, make_float4(final_acc[w][4 * v], final_acc[w][4 * v + 1],
-                                                       final_acc[w][4 * v + 2], final_acc[w][4 * v + 3]));
-    }
-  }
-  named_barrier_sync(1 + m.wg, 128);
-  if (m.t128 == 0) {
-    __threadfence();  // the WG's partial sums (ordered by the barrier) before the count
-    arrived[m.wg] = atomicAdd(p.arrivals + j * Cfg::kMathWGs + m.wg, 1);
-    __threadfence();  // the other's sums (counted before ours) before our reads
-  }
-  named_barrier_sync(1 + m.wg, 128);
-  if (arrived[m.wg] == 0) return false;  // first: the other CTA completes the tile
-  const float4* theirs = slot(other);
-#pragma unroll
-  for (int w = 0; w < Cfg::kWaves; ++w) {
-    if (w < job.waves_live) {
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        const float4 x = __ldcg(theirs + (w * kVec + v) * 128);  // L2: written by another SM
-        final_acc[w][4 * v] += x.x;
-        final_acc[w][4 * v + 1] += x.y;
-        final_acc[w][4 * v + 2] += x.z;
-        final_acc[w][4 * v + 3] += x.w;
-      }
-    }
-  }
-  return true;
-}
-
-/// The end of a unit: its stream-K fixup (none for whole tiles, nor in kernels that
-/// never split), then the tile's epilogue where this WG holds the whole sum.
-template <class Cfg>
-__device__ __forceinline__ void finish_unit(float (&final_acc)[Cfg::kWaves][Cfg::kAcc], const MathWG<Cfg>& m,
-                                            typename Cfg::Smem* smem, typename Cfg::EpiPipe& epi,
-                                            const CUtensorMap* map_d, const GroupedTileOrder& order,
-                                            const Fp8GemmParams& p, const TileJob& job) {
-  if constexpr (Cfg::kCanSplit) {
-    if (!split_fixup<Cfg>(final_acc, m, smem->split_arrived, order, p, job)) return;
-  }
-  store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
 }
 
 template <class Cfg, int W>
@@ -785,7 +630,7 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
   promote<Cfg>(final_w, acc, sc, job.former);
 }
 
-/// The first wave of a unit: wait for its first K block's stage, issue its wave 0 into `acc`
+/// The first wave of a tile: wait for K block 0's stage, issue its wave 0 into `acc`
 /// (not waited for); its stage and scales go to `s0` / `sc0` for mainloop_waves.
 template <class Cfg, class Ring>
 __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg>& descs,
@@ -793,12 +638,12 @@ __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg
                                                  int num_kb, uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
   s0 = ring.consumer_stage();
-  sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, job.kb0, num_kb);
+  sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, num_kb);
   issue_k_block<Cfg>(acc, descs.a_lo(s0, 0), descs.b_lo(s0));
 }
 
-/// Main loop of one unit with one accumulator: per K block and live wave, 4 wgmmas, wait,
-/// promote into that wave's final accumulator. Its first K block's wave 0 is already in flight
+/// Main loop of one tile with one accumulator: per K block and live wave, 4 wgmmas, wait,
+/// promote into that wave's final accumulator. K block 0's wave 0 is already in flight
 /// (issue_first_wave, stage s0, scales sc0): a chain issues it before the previous
 /// tile's epilogue. Every wgmma is waited for on the path that issued it: a conditional
 /// issue ahead of a shared wait makes ptxas serialize all of them (C7518), and a form
@@ -812,12 +657,12 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 #pragma unroll
   for (int wave = 1; wave < Cfg::kWaves; ++wave) {
     if (wave < job.waves_live) {
-      const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, job.kb0, num_kb);
+      const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, 0, num_kb);
       issue_k_block<Cfg>(acc, descs.a_lo(s0, wave), descs.b_lo(s0));
       finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s0, wave, job, lane);
     }
   }
-  for (int kb = job.kb0 + 1; kb < job.kb1; ++kb) {
+  for (int kb = 1; kb < num_kb; ++kb) {
     ring.wait_producer();  // A, B, A-scales of K block kb have landed
     const uint32_t s = ring.consumer_stage();
 #pragma unroll
@@ -832,11 +677,10 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 }
 
 /// Math WG with one accumulator (BLOCK_M 256, BLOCK_N 192, or JAX_SM100_FP8_OVERLAP=0),
-/// unit by unit (whole tiles, and the pieces of the stream-K tail, which end in
-/// split_fixup). Chained (p.chain_tiles): at a unit's end the next unit's first wave is
-/// issued before this unit's fixup and epilogue, so the tensor cores work while it
-/// stores (the registers allow it: the epilogue reads the finals, the wave runs in the
-/// accumulator). A tile the WG holds no rows of breaks the chain (skip_dead_tile).
+/// tile by tile. Chained (p.chain_tiles): at a tile's end the next tile's first wave is
+/// issued before this tile's epilogue, so the tensor cores work while it stores (the
+/// registers allow it: the epilogue reads the finals, the wave runs in the accumulator).
+/// A tile the WG holds no rows of breaks the chain (skip_dead_tile).
 /// Drives the ring through its stage-index API (a stage is held across the epilogue).
 template <class Cfg>
 __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
@@ -851,25 +695,24 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
-  WorkUnit u;
-  bool more = order.template first_unit<Cfg::kCanSplit>(p, u);
+  int t = order.first;
   TileJob job;
-  while (next_live_tile<Cfg>(m, ring, epi, order, p, more, u, job)) {
-    uint32_t s0;  // a chain of live units
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
+    uint32_t s0;  // a chain of live tiles
     KScales sc0;
     issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);
     while (true) {
       zero<Cfg>(final_acc);
       mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
       const TileJob done = job;
-      more = order.template next_unit<Cfg::kCanSplit>(p, u);
-      if (!p.chain_tiles || !more || m.waves_live(order, p, u.t) == 0) {
-        finish_unit<Cfg>(final_acc, m, smem, epi, map_d, order, p, done);
+      t = job.t + order.stride;
+      if (!p.chain_tiles || t >= order.count() || m.waves_live(order, p, t) == 0) {
+        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
         break;
       }
-      job = m.begin_tile(order, p, u);
+      job = m.begin_tile(order, p, t);
       issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);  // runs during the epilogue
-      finish_unit<Cfg>(final_acc, m, smem, epi, map_d, order, p, done);
+      store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
   }
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
@@ -895,10 +738,9 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
 
-  WorkUnit u;  // whole tiles: the host splits no tile for this loop (no stream-K tail)
-  bool more = order.template first_unit<Cfg::kCanSplit>(p, u);
+  int t = order.first;
   TileJob job;
-  while (next_live_tile<Cfg>(m, ring, epi, order, p, more, u, job)) {
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     // A chain of live tiles. `prev`: the K block in flight (stage s_prev, its scales
     // sc_prev, its tile's former_prev); kb: the next K block of `job` to issue.
     zero<Cfg>(final_acc);
@@ -917,11 +759,10 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
       const bool tile_end = kb == p.num_kb;
       const TileJob done = job;
       if (tile_end) {
-        WorkUnit next = u;
-        if (!p.chain_tiles || !order.template next_unit<Cfg::kCanSplit>(p, next) || m.waves_live(order, p, next.t) == 0)
+        const int t_next = job.t + order.stride;
+        if (!p.chain_tiles || t_next >= order.count() || m.waves_live(order, p, t_next) == 0)
           return false;
-        u = next;
-        job = m.begin_tile(order, p, u);
+        job = m.begin_tile(order, p, t_next);
         kb = 0;
       }
       ring.wait_producer();
@@ -956,7 +797,7 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
       if (!step(acc0, acc1)) { retire(acc1); break; }
     }
     store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
-    more = order.template next_unit<Cfg::kCanSplit>(p, u);
+    t = job.t + order.stride;
   }
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
@@ -1019,7 +860,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (warp == 0) {
       producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, order);
     } else if constexpr (Cfg::kResidual) {
-      if (warp == 1 && lane == 0) epi_load_loop<Cfg>(smem, &map_c, p, order);
+      if (warp == 1 && lane == 0) epi_load_loop<Cfg>(smem, &map_c, order);
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
