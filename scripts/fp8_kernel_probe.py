@@ -11,19 +11,16 @@ import sys
 import tempfile
 
 import jax
+import jax.numpy as jnp
 
+from jax_sm100 import _ffi_registry as reg
 from jax_sm100 import bench_fp8 as bf
 from jax_sm100._gemm import fp8_kernel_a_scale
 
-try:
-  from jax_sm100._gemm import fp8_kernel_call
-except ImportError:  # a base tree from before the targets had a workspace result
-  import jax.numpy as jnp
-  from jax_sm100 import _ffi_registry as reg
 
-  def fp8_kernel_call(a, st, b, sb):
-    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.bfloat16)
-    return jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, st, b, sb)
+def fp8_kernel_call(a, a_scale_t, b, b_scale):
+  out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.bfloat16)
+  return jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, a_scale_t, b, b_scale)
 
 
 def main():
