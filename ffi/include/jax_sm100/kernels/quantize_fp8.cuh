@@ -323,7 +323,7 @@ struct DualSmem {
 /// scale_t[rb * scale_t_ld + col] (scale_t_ld = round_up(C, 4)). The GEMM TMA-loads A's
 /// scales in that layout. Dynamic shared memory: DualSmem<T>::kBytes.
 template <typename T, int kQRows, int kTRows>
-__global__ void __launch_bounds__(256, 4) quantize_dual_kernel(const T* __restrict__ x,
+__global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
                                                             uint8_t* __restrict__ q,
                                                             float* __restrict__ scale,
                                                             uint8_t* __restrict__ qt,
@@ -348,25 +348,23 @@ __global__ void __launch_bounds__(256, 4) quantize_dual_kernel(const T* __restri
   const int64_t rb = blockIdx.x / col_blocks, cb = blockIdx.x % col_blocks;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  // ---- row phase: 1x128 blocks of x (all four passes' chunks in flight per thread
-  // for 2-byte inputs, two for f32: registers) ----
+  // ---- row phase: 1x128 blocks of x (two chunks in flight per thread) ----
   const int sub = threadIdx.x % kThreadsPerRowBlock;
   const int r_in = threadIdx.x / kThreadsPerRowBlock;
   const int64_t c0 = cb * kBlock + sub * kChunk;
   const bool vec = aligned_x && (c0 + kChunk <= cols);
   float tile_amax = 0.0f;
-  constexpr int kInFlight = sizeof(T) == 4 ? 2 : kPasses;
 #pragma unroll
-  for (int pp = 0; pp < kPasses; pp += kInFlight) {
-    RawChunk<T> raw[kInFlight];
+  for (int pp = 0; pp < kPasses; pp += 2) {
+    RawChunk<T> raw[2];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
+    for (int u = 0; u < 2; ++u) {
       const int64_t row = rb * kBlock + r_in + (pp + u) * kRowsPerPass;
       if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[u]);
       else zero_raw<T>(raw[u]);
     }
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
+    for (int u = 0; u < 2; ++u) {
       const int tr = r_in + (pp + u) * kRowsPerPass;
       const int64_t row = rb * kBlock + tr;
       uint4* dst = reinterpret_cast<uint4*>(tile + tr * Smem::kTileRowBytes + sub * kChunk * sizeof(T));
