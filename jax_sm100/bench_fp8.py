@@ -110,10 +110,11 @@ def time_torch(torch, fn, sets, reps):
   return statistics.median(times)
 
 
-def _cupti_total_us(torch, run_all, reps):
-  """Summed duration (us) of every kernel and device memcpy/memset that `reps` calls of
-  run_all() put on the GPU, recorded by CUPTI through torch.profiler. CUPTI sees every
-  kernel of the process, whoever launched it (XLA, our FFI handlers, cuBLASLt)."""
+def cupti_gpu_events(torch, run_all, reps):
+  """Every kernel and device memcpy/memset (chrome-trace events: cat, name, dur in us)
+  that `reps` calls of run_all() put on the GPU, recorded by CUPTI through
+  torch.profiler. CUPTI sees every kernel of the process, whoever launched it (XLA, our
+  FFI handlers, cuBLASLt)."""
   import tempfile
   from torch.profiler import ProfilerActivity, profile
   run_all()  # compile / warm up outside the window
@@ -127,8 +128,13 @@ def _cupti_total_us(torch, run_all, reps):
     prof.export_chrome_trace(path)
     with open(path) as fh:
       events = json.load(fh)["traceEvents"]
-  return sum(float(e["dur"]) for e in events
-             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e)
+  return [e for e in events
+          if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
+
+
+def _cupti_total_us(torch, run_all, reps):
+  """Summed duration (us) of cupti_gpu_events."""
+  return sum(float(e["dur"]) for e in cupti_gpu_events(torch, run_all, reps))
 
 
 def gpu_time_jax(torch, fn, sets, reps=3):

@@ -4,11 +4,8 @@ kernel / memcpy / memset with its summed duration. Usage (device):
   python3 scripts/fp8_kernel_probe.py M N K     (the JAX_SM100_FP8_* environment applies)
 """
 import collections
-import json
-import os
 import re
 import sys
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -35,26 +32,14 @@ def main():
   for line in hlo.splitlines():
     if "custom-call" in line or " copy(" in line or "copy-start" in line:
       print("  ", line.strip()[:220])
-  jax.block_until_ready(many(tsets))
   if torch is None:
     print("no torch:", why)
     return
-  from torch.profiler import ProfilerActivity, profile
-  torch.cuda.synchronize()
-  with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    for _ in range(3):
-      jax.block_until_ready(many(tsets))
-    torch.cuda.synchronize()
-  with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "trace.json")
-    prof.export_chrome_trace(path)
-    events = json.load(open(path))["traceEvents"]
   total = collections.defaultdict(lambda: [0, 0.0])
-  for e in events:
-    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
-      t = total[(e["cat"], e["name"][:90])]
-      t[0] += 1
-      t[1] += float(e["dur"])
+  for e in bf.cupti_gpu_events(torch, lambda: jax.block_until_ready(many(tsets)), 3):
+    t = total[(e["cat"], e["name"][:90])]
+    t[0] += 1
+    t[1] += float(e["dur"])
   for (cat, name), (cnt, us) in sorted(total.items(), key=lambda kv: -kv[1][1]):
     print(f"  {cat:10s} x{cnt:3d} {us / cnt:9.1f} us  {name}")
 
