@@ -8,12 +8,15 @@
 # With NCU=1, an ncu look at B's default kernel at 4096x7168x16384 (device_ncu_fp8.sh).
 # EXTRA="tag:VAR=val,VAR=val tag2:..." adds runs of B with those environment overrides
 # after each pair.
+# Without .ab/base only B (and the EXTRA runs) is built and timed: a same-process look at
+# several overrides or shapes of one build.
 # Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] [EXTRA=...] bash scripts/device_ab.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
 OUT="${OUT:-/tmp/ab_out}"; mkdir -p "$OUT"; repo="$(pwd)"; start=$(date +%s)
 nvidia-smi -L
-(cd .ab/base && python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/ab_a . \
+have_a=0; [ -d .ab/base ] && have_a=1
+[ $have_a = 1 ] && (cd .ab/base && python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/ab_a . \
    > "$OUT/build_a.log" 2>&1; echo "build A rc=$?") &
 python3 -m pip install --no-build-isolation --no-deps -q . > "$OUT/build_b.log" 2>&1
 echo "build B rc=$?"; wait; echo "builds $(( $(date +%s) - start )) s"
@@ -24,10 +27,10 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")
 for i in $(seq "${PAIRS:-2}"); do
-  AB_TAG=A PYTHONPATH=/tmp/ab_a timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
-  AB_TAG=B timeout 150 python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  [ $have_a = 1 ] && AB_TAG=A PYTHONPATH=/tmp/ab_a timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  AB_TAG=B timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   for spec in ${EXTRA:-}; do
-    env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout 150 python3 "$repo/scripts/fp8_ab.py" \
+    env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" \
       "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   done
   echo "pair $i done ($(( $(date +%s) - start )) s)"
@@ -38,7 +41,8 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 by = collections.defaultdict(lambda: collections.defaultdict(list))
 for r in rows: by[tuple(r["shape"])][r["tag"]].append(r)
 for s, t in by.items():
-  med = {tag: (statistics.median(x["kernel"] for x in rs), statistics.median(x["kernel_over_cublas"] for x in rs))
+  med = {tag: (statistics.median(x["kernel"] for x in rs),
+              statistics.median((x["kernel_over_cublas"] or float("nan")) for x in rs))
          for tag, rs in t.items()}
   base = med.get("A", (float("nan"), float("nan")))[1]
   print(f"{'x'.join(map(str, s))}: " + "  ".join(
