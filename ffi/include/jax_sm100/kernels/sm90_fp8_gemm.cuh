@@ -682,17 +682,10 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 /// registers allow it: the epilogue reads the finals, the wave runs in the accumulator).
 /// A tile the WG holds no rows of breaks the chain (skip_dead_tile).
 /// Drives the ring through its stage-index API (a stage is held across the epilogue).
-template <class Cfg>
-__device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
-                                                float* sfb_all, const CUtensorMap* map_d,
-                                                const Fp8GemmParams& p, GroupedTileOrder order) {
-  MathWG<Cfg> m(smem, sfb_all, p);
-  auto& ring = pipe.pipeline;
-  // This WG's C pipeline (built from its own barriers: a run-time index into an array of
-  // pipelines would put the array in local memory).
-  typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
-  m.copy_first_b_scales(order, p);
-  const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
+template <class Cfg, class Ring>
+__device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+                                                const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
+                                                const Fp8GemmParams& p, const GroupedTileOrder& order) {
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
   int t = order.first;
@@ -726,16 +719,11 @@ __device__ __forceinline__ void math_loop_waves(typename Cfg::InputPipe& pipe, t
 /// breaks the chain: its stages are freed without MMAs. Holding two stages at once, the
 /// loop drives the ring through the pipeline's stage-index API (wait_producer /
 /// consumer_stage / consumer_mbar / consumer_step).
-template <class Cfg>
-__device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
-                                                  float* sfb_all, const CUtensorMap* map_d,
-                                                  const Fp8GemmParams& p, GroupedTileOrder order) {
+template <class Cfg, class Ring>
+__device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+                                                  const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
+                                                  const Fp8GemmParams& p, const GroupedTileOrder& order) {
   static_assert(Cfg::kWaves == 1, "overlapped promotion: one wave");
-  MathWG<Cfg> m(smem, sfb_all, p);
-  auto& ring = pipe.pipeline;
-  typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
-  m.copy_first_b_scales(order, p);
-  const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
 
   int t = order.first;
@@ -802,6 +790,22 @@ __device__ __forceinline__ void math_loop_chained(typename Cfg::InputPipe& pipe,
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
+/// A math WG: its per-WG state, C pipeline and wgmma descriptors, then the main loop of
+/// the configuration (overlapped promotion, or one accumulator).
+template <class Cfg>
+__device__ __forceinline__ void math_wg(typename Cfg::InputPipe& pipe, typename Cfg::Smem* smem,
+                                        float* sfb_all, const CUtensorMap* map_d, const Fp8GemmParams& p,
+                                        const GroupedTileOrder& order) {
+  MathWG<Cfg> m(smem, sfb_all, p);
+  // This WG's C pipeline (built from its own barriers: a run-time index into an array of
+  // pipelines would put the array in local memory).
+  typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
+  m.copy_first_b_scales(order, p);
+  const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
+  if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
+  else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
+}
+
 /// The kernel. Launch: grid = a multiple of Cfg::kCluster, at most one CTA per SM (the
 /// cluster-tile loop covers the rest), cluster dims (kCluster, 1, 1), block =
 /// Cfg::kThreads, dynamic smem = Cfg::smem_bytes(num_kb). map_a's box has
@@ -864,8 +868,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
-    if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
-    else math_loop_waves<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
+    math_wg<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
   }
   // No CTA may leave while its peer can still multicast into its smem or arrive on its
   // barriers.
