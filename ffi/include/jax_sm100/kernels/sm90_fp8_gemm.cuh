@@ -205,35 +205,6 @@ struct GroupedTileOrder {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-/// Ping-pong of the two math WGs' wgmma batches (one-accumulator loop): a WG issues a
-/// batch (one wave's K block) only in its turn, and passes the turn once that batch has
-/// run, so the tensor cores run one WG's batch while the other promotes. Left alone the
-/// two WGs run in lockstep (both batches share the tensor cores, finish together, and
-/// both WGs promote while the tensor cores idle). Every WG takes every turn (tile, K
-/// block, wave) whether it has rows there or not, so the turns match.
-template <class Cfg>
-struct Turns {
-  static constexpr bool kOn = Cfg::kMathWGs == 2 && !Cfg::kOverlap;
-  static constexpr uint32_t kBarrier = 1 + Cfg::kMathWGs;  // + wg: "wg may issue"; below: 1 + wg
-  int wg;
-  __device__ __forceinline__ void start() const {  // WG 0 goes first
-    if (kOn && wg == 1) named_barrier_arrive(kBarrier, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void wait() const {
-    if (kOn) named_barrier_sync(kBarrier + wg, Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void pass() const {
-    if (kOn) named_barrier_arrive(kBarrier + (wg ^ 1), Cfg::kMathThreads);
-  }
-  __device__ __forceinline__ void skip() const { wait(); pass(); }
-  __device__ __forceinline__ void finish() const {  // WG 1's last pass
-    if (kOn && wg == 0) named_barrier_sync(kBarrier, Cfg::kMathThreads);
-  }
-};
 
 
 
@@ -606,14 +577,12 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
 /// live tile.
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
-                                               int lane, int num_kb, const Turns<Cfg>& turns) {
+                                               int lane, int num_kb) {
   if (job.waves_live != 0) return false;
   for (int kb = 0; kb < num_kb; ++kb) {
     ring.wait_producer();
     release_input_barrier<Cfg>(ring.consumer_mbar(ring.consumer_stage()), lane);
     ring.consumer_step();
-#pragma unroll
-    for (int wave = 0; wave < Cfg::kWaves; ++wave) turns.skip();
   }
   if constexpr (Cfg::kResidual) {
     auto c_stage = epi.acquire_consumer();
@@ -628,10 +597,10 @@ __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, t
 template <class Cfg, class Ring>
 __device__ __forceinline__ bool next_live_tile(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
                                                const GroupedTileOrder& order, const Fp8GemmParams& p,
-                                               int& t, TileJob& job, const Turns<Cfg>& turns) {
+                                               int& t, TileJob& job) {
   for (; t < order.count(); t += order.stride) {
     job = m.begin_tile(order, p, t);
-    if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb, turns)) return true;
+    if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) return true;
   }
   return false;
 }
@@ -650,9 +619,8 @@ __device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
 template <class Cfg, class Ring>
 __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kAcc], float (&acc)[Cfg::kAcc],
                                             const KScales& sc, uint32_t s, int wave, const TileJob& job,
-                                            int lane, const Turns<Cfg>& turns) {
+                                            int lane) {
   ptx::wgmma_wait<0>();
-  turns.pass();
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
   if (wave == job.waves_live - 1) {
@@ -667,12 +635,10 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
 template <class Cfg, class Ring>
 __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg>& descs,
                                                  float (&acc)[Cfg::kAcc], const TileJob& job,
-                                                 int num_kb, uint32_t& s0, KScales& sc0,
-                                                 const Turns<Cfg>& turns) {
+                                                 int num_kb, uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
   s0 = ring.consumer_stage();
   sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, num_kb);
-  turns.wait();
   issue_k_block<Cfg>(acc, descs.a_lo(s0, 0), descs.b_lo(s0));
 }
 
@@ -686,18 +652,14 @@ template <class Cfg, class Ring>
 __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>& descs,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
                                                float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
-                                               int num_kb, uint32_t s0, const KScales& sc0,
-                                               const Turns<Cfg>& turns) {
-  finish_wave<Cfg>(ring, final_acc[0], acc, sc0, s0, 0, job, lane, turns);
+                                               int num_kb, uint32_t s0, const KScales& sc0) {
+  finish_wave<Cfg>(ring, final_acc[0], acc, sc0, s0, 0, job, lane);
 #pragma unroll
   for (int wave = 1; wave < Cfg::kWaves; ++wave) {
     if (wave < job.waves_live) {
       const KScales sc = read_scales<Cfg>(descs, s0, wave, job.sfb, 0, num_kb);
-      turns.wait();
       issue_k_block<Cfg>(acc, descs.a_lo(s0, wave), descs.b_lo(s0));
-      finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s0, wave, job, lane, turns);
-    } else {
-      turns.skip();
+      finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s0, wave, job, lane);
     }
   }
   for (int kb = 1; kb < num_kb; ++kb) {
@@ -707,11 +669,8 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
     for (int wave = 0; wave < Cfg::kWaves; ++wave) {
       if (wave < job.waves_live) {
         const KScales sc = read_scales<Cfg>(descs, s, wave, job.sfb, kb, num_kb);
-        turns.wait();
         issue_k_block<Cfg>(acc, descs.a_lo(s, wave), descs.b_lo(s));
-        finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s, wave, job, lane, turns);
-      } else {
-        turns.skip();
+        finish_wave<Cfg>(ring, final_acc[wave], acc, sc, s, wave, job, lane);
       }
     }
   }
@@ -728,18 +687,16 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
                                                 const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
                                                 const Fp8GemmParams& p, const GroupedTileOrder& order) {
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
-  const Turns<Cfg> turns{m.wg};
-  turns.start();
 
   int t = order.first;
   TileJob job;
-  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job, turns)) {
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     uint32_t s0;  // a chain of live tiles
     KScales sc0;
-    issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0, turns);
+    issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);
     while (true) {
       zero<Cfg>(final_acc);
-      mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0, turns);
+      mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
       const TileJob done = job;
       t = job.t + order.stride;
       if (!p.chain_tiles || t >= order.count() || m.waves_live(order, p, t) == 0) {
@@ -747,11 +704,10 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
         break;
       }
       job = m.begin_tile(order, p, t);
-      issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0, turns);  // runs during the epilogue
+      issue_first_wave<Cfg>(ring, descs, acc, job, p.num_kb, s0, sc0);  // runs during the epilogue
       store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
   }
-  turns.finish();
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
@@ -772,8 +728,7 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
 
   int t = order.first;
   TileJob job;
-  const Turns<Cfg> turns{m.wg};  // off: the overlapped loop hides its promotion itself
-  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job, turns)) {
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     // A chain of live tiles. `prev`: the K block in flight (stage s_prev, its scales
     // sc_prev, its tile's former_prev); kb: the next K block of `job` to issue.
     zero<Cfg>(final_acc);
