@@ -8,6 +8,7 @@
 # With NCU=1, an ncu look at B's default kernel at 4096x7168x16384 (device_ncu_fp8.sh).
 # EXTRA="tag:VAR=val,VAR=val tag2:..." adds runs of B with those environment overrides
 # after each pair.
+# Other directories .ab/<name> are built and timed as further variants (tag <name>).
 # Without .ab/base only B (and the EXTRA runs) is built and timed: a same-process look at
 # several overrides or shapes of one build.
 # Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] [EXTRA=...] bash scripts/device_ab.sh
@@ -18,6 +19,12 @@ nvidia-smi -L
 have_a=0; [ -d .ab/base ] && have_a=1
 [ $have_a = 1 ] && (cd .ab/base && python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/ab_a . \
    > "$OUT/build_a.log" 2>&1; echo "build A rc=$?") &
+# Further source trees .ab/<name> (other than base) are built and timed too, tag <name>.
+variants=(); for d in .ab/*/; do d=${d%/}; [ "$d" != .ab/base ] && [ -d "$d" ] && variants+=("${d#.ab/}"); done
+for v in "${variants[@]}"; do
+  (cd ".ab/$v" && python3 -m pip install --no-build-isolation --no-deps -q --target "/tmp/ab_$v" . \
+     > "$OUT/build_$v.log" 2>&1; echo "build $v rc=$?") &
+done
 python3 -m pip install --no-build-isolation --no-deps -q . > "$OUT/build_b.log" 2>&1
 echo "build B rc=$?"; wait; echo "builds $(( $(date +%s) - start )) s"
 cd /tmp
@@ -29,6 +36,10 @@ shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")
 for i in $(seq "${PAIRS:-2}"); do
   [ $have_a = 1 ] && AB_TAG=A PYTHONPATH=/tmp/ab_a timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   AB_TAG=B timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  for v in "${variants[@]}"; do
+    AB_TAG="$v" PYTHONPATH="/tmp/ab_$v" timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" \
+      2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  done
   for spec in ${EXTRA:-}; do
     env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" \
       "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
