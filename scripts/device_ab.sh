@@ -19,7 +19,6 @@ nvidia-smi -L
 have_a=0; [ -d .ab/base ] && have_a=1
 [ $have_a = 1 ] && (cd .ab/base && python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/ab_a . \
    > "$OUT/build_a.log" 2>&1; echo "build A rc=$?") &
-# Further source trees .ab/<name> (other than base) are built and timed too, tag <name>.
 variants=(); for d in .ab/*/; do d=${d%/}; [ "$d" != .ab/base ] && [ -d "$d" ] && variants+=("${d#.ab/}"); done
 for v in "${variants[@]}"; do
   (cd ".ab/$v" && python3 -m pip install --no-build-isolation --no-deps -q --target "/tmp/ab_$v" . \
