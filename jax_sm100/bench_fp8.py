@@ -169,6 +169,14 @@ def quantized_sets(m, n, k, n_sets, seed=0):
   return sets
 
 
+def fp8_kernel(sets, m, n):
+  """The FP8 GEMM's FFI target alone, as a function of (a, a_scale_t, b, b_scale) with A's
+  scales already in the kernel's transposed layout, and quantized `sets` in that form."""
+  call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
+  kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+  return kern, [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
+
+
 def calc_diff(x, y):
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   return float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
@@ -290,10 +298,7 @@ def bench_gemm(shapes, reps, log):
     ref = ad @ bd.T
     row["ours_calc_diff"] = calc_diff(d, ref)
     if have_kernel:
-      out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
-      call = jax.ffi.ffi_call(reg.FP8_GEMM, out)
-      tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-      kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+      kern, tsets = fp8_kernel(sets, m, n)
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
         gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))
@@ -371,9 +376,7 @@ def sweep(shapes, reps, log):
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
-    tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-    kern = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    call = lambda a, st, b, sb: kern(a, st, b, sb)  # noqa: E731
+    call, tsets = fp8_kernel(sets, m, n)
     runs = {v: [] for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
       for v in SWEEP_VARIANTS:

@@ -13,13 +13,9 @@ import os
 import statistics
 import sys
 
-import jax
-import jax.numpy as jnp
 
 import jax_sm100
-from jax_sm100 import _ffi_registry as reg
 from jax_sm100 import bench_fp8 as bf
-from jax_sm100._gemm import fp8_kernel_a_scale
 
 
 def main():
@@ -37,9 +33,7 @@ def main():
     m, n, k = map(int, spec.split("x"))
     flops = 2.0 * m * n * k
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
-    tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-    call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-    kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
+    kern, tsets = bf.fp8_kernel(sets, m, n)
     torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
                    bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
     ours, cub, cub_error = [], [], None

@@ -8,24 +8,15 @@ import re
 import sys
 
 import jax
-import jax.numpy as jnp
 
-from jax_sm100 import _ffi_registry as reg
 from jax_sm100 import bench_fp8 as bf
-from jax_sm100._gemm import fp8_kernel_a_scale
-
-
-def fp8_kernel_call(a, a_scale_t, b, b_scale):
-  out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.bfloat16)
-  return jax.ffi.ffi_call(reg.FP8_GEMM, out)(a, a_scale_t, b, b_scale)
 
 
 def main():
   m, n, k = (int(v) for v in sys.argv[1:4])
   torch, why = bf._torch()
-  sets = bf.quantized_sets(m, n, k, 2)
-  tsets = [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-  many = jax.jit(lambda ss: [fp8_kernel_call(*s) for s in ss])
+  kern, tsets = bf.fp8_kernel(bf.quantized_sets(m, n, k, 2), m, n)
+  many = jax.jit(lambda ss: [kern(*s) for s in ss])
   hlo = many.lower(tsets).compile().as_text()
   ops = collections.Counter(re.findall(r"= \S+ (\w[\w-]*)\(", hlo))
   print("optimized HLO ops:", dict(ops), flush=True)
