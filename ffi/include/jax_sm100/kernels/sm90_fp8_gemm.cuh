@@ -790,6 +790,136 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
+/// 4 x wgmma m64n(BLOCK_N/2)k32 over one 128-wide K block: one column half of a wave
+/// (B rows [half * BLOCK_N/2, +BLOCK_N/2)) into a half-width fresh accumulator,
+/// committed as one group (not waited for).
+template <class Cfg>
+__device__ __forceinline__ void issue_half(float (&acc)[Cfg::kAcc / 2], uint32_t a_lo, uint32_t b_lo) {
+  using Half = ptx::WgmmaFp8E4M3<Cfg::BLOCK_N / 2>;
+#pragma unroll
+  for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc[i]);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)
+    Half::mma(acc, TileDescs<Cfg>::desc(a_lo + 2 * k), TileDescs<Cfg>::desc(b_lo + 2 * k), k > 0 ? 1 : 0);
+  ptx::wgmma_commit();
+#pragma unroll
+  for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc[i]);
+}
+
+/// Wait until at most one half is in flight (the older one has run), then promote that
+/// older half `acc` (column half `half` of a wave) into the wave's final accumulator.
+template <class Cfg>
+__device__ __forceinline__ void retire_half(float (&final_w)[Cfg::kAcc], float (&acc)[Cfg::kAcc / 2],
+                                            int half, const KScales& sc) {
+  ptx::wgmma_wait<1>();
+#pragma unroll
+  for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc[i]);
+#pragma unroll
+  for (int g = 0; g < Cfg::kAcc / 8; ++g) {
+    final_w[half * Cfg::kAcc / 2 + 4 * g + 0] += sc.s00 * acc[4 * g + 0];
+    final_w[half * Cfg::kAcc / 2 + 4 * g + 1] += sc.s00 * acc[4 * g + 1];
+    final_w[half * Cfg::kAcc / 2 + 4 * g + 2] += sc.s10 * acc[4 * g + 2];
+    final_w[half * Cfg::kAcc / 2 + 4 * g + 3] += sc.s10 * acc[4 * g + 3];
+  }
+}
+
+/// Math WG of 256-row tiles with overlapped promotion by column halves: each wave's K
+/// block runs as two half-width batches (left, right) into two half-width accumulators,
+/// and a half is promoted while the next one runs on the tensor cores, so the WG's own
+/// FFMAs never leave them idle (the full-width overlapped form needs 2 x 64 accumulator
+/// registers more than the two waves' finals leave). Order per K block: (wave 0, left),
+/// (0, right), (1, left), (1, right); chained across tiles like math_loop_chained. Both
+/// waves are computed even when the second holds only rows >= M (never stored).
+template <class Cfg, class Ring>
+__device__ __forceinline__ void math_loop_halves(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+                                                 const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
+                                                 const Fp8GemmParams& p, const GroupedTileOrder& order) {
+  static_assert(Cfg::kWaves == 2 && Cfg::kUniformScaleB && !Cfg::kResidual, "256x128 tiles");
+  constexpr uint32_t kRightB = (Cfg::BLOCK_N / 2) * Cfg::BLOCK_K >> 4;  // B rows of the right half
+  float final_acc[Cfg::kWaves][Cfg::kAcc], acc_l[Cfg::kAcc / 2], acc_r[Cfg::kAcc / 2];
+
+  // The rest of a K block once its (wave 0, left) half is in flight in acc_l: issue the
+  // other three halves, each time retiring the one before; (wave 1, right) stays in flight
+  // in acc_r. Every path into the chain loop below thus holds the same halves in flight,
+  // each written by a wgmma (ptxas serializes all wgmmas otherwise, C7514).
+  // Each wave's scales are read just before their first use, so that one wave's are live
+  // at a time (as in the one-accumulator loop: more spills, and a spilled accumulator
+  // serializes the wgmmas). Returns wave 1's, which its right half still needs.
+  auto k_block_rest = [&](uint32_t s, int kb, const TileJob& job) -> KScales {
+    const KScales sc0 = read_scales<Cfg>(descs, s, 0, job.sfb, kb, p.num_kb);
+    issue_half<Cfg>(acc_r, descs.a_lo(s, 0), descs.b_lo(s) + kRightB);
+    retire_half<Cfg>(final_acc[0], acc_l, 0, sc0);
+    issue_half<Cfg>(acc_l, descs.a_lo(s, 1), descs.b_lo(s));
+    retire_half<Cfg>(final_acc[0], acc_r, 1, sc0);
+    const KScales sc1 = read_scales<Cfg>(descs, s, 1, job.sfb, kb, p.num_kb);
+    issue_half<Cfg>(acc_r, descs.a_lo(s, 1), descs.b_lo(s) + kRightB);
+    retire_half<Cfg>(final_acc[1], acc_l, 0, sc1);
+    ring.consumer_step();
+    return sc1;
+  };
+
+  int t = order.first;
+  TileJob job;
+  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
+    // A chain of live tiles. In flight between K blocks: the last K block's (wave 1,
+    // right) half in acc_r (stage s_prev, wave 1's scales sc1).
+    zero<Cfg>(final_acc);
+    ring.wait_producer();
+    uint32_t s_prev = ring.consumer_stage();
+    issue_half<Cfg>(acc_l, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
+    KScales sc1 = k_block_rest(s_prev, 0, job);
+    int kb = 1;
+
+    // Start the next K block (of this tile, or the first of the next) with its (wave 0,
+    // left) half, retire the previous one's (wave 1, right), store the tile that ended,
+    // then the rest of the K block. False, issuing nothing, when the chain ends.
+    auto k_block = [&]() -> bool {
+      const bool tile_end = kb == p.num_kb;
+      const TileJob done = job;
+      if (tile_end) {
+        const int t_next = job.t + order.stride;
+        if (!p.chain_tiles || t_next >= order.count() || m.waves_live(order, p, t_next) == 0)
+          return false;
+        job = m.begin_tile(order, p, t_next);
+        kb = 0;
+      }
+      ring.wait_producer();
+      const uint32_t s = ring.consumer_stage();
+      issue_half<Cfg>(acc_l, descs.a_lo(s, 0), descs.b_lo(s));
+      retire_half<Cfg>(final_acc[1], acc_r, 1, sc1);
+      release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
+      if (tile_end) {  // (wave 0, left) of the next tile runs meanwhile
+        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
+        zero<Cfg>(final_acc);
+      }
+      sc1 = k_block_rest(s, kb, job);
+      s_prev = s;
+      ++kb;
+      return true;
+    };
+    // Two K blocks per iteration, each with its own exit and wait: when the loop has one
+    // exit, ptxas serializes every wgmma of the kernel (C7514), whatever the loop holds.
+    while (true) {
+      if (!k_block()) { ptx::wgmma_wait<0>(); break; }
+      if (!k_block()) { ptx::wgmma_wait<0>(); break; }
+    }
+#pragma unroll
+    for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc_r[i]);
+    release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
+#pragma unroll
+    for (int g = 0; g < Cfg::kAcc / 8; ++g) {
+      final_acc[1][Cfg::kAcc / 2 + 4 * g + 0] += sc1.s00 * acc_r[4 * g + 0];
+      final_acc[1][Cfg::kAcc / 2 + 4 * g + 1] += sc1.s00 * acc_r[4 * g + 1];
+      final_acc[1][Cfg::kAcc / 2 + 4 * g + 2] += sc1.s10 * acc_r[4 * g + 2];
+      final_acc[1][Cfg::kAcc / 2 + 4 * g + 3] += sc1.s10 * acc_r[4 * g + 3];
+    }
+    store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
+    t = job.t + order.stride;
+  }
+  if (m.t128 == 0) ptx::tma_store_wait_group<0>();
+}
+
 /// A math WG: its per-WG state, C pipeline and wgmma descriptors, then the main loop of
 /// the configuration (overlapped promotion, or one accumulator).
 template <class Cfg>
@@ -803,6 +933,7 @@ __device__ __forceinline__ void math_wg(typename Cfg::InputPipe& pipe, typename 
   m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
+  else if constexpr (Cfg::kWaves == 2) math_loop_halves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
   else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
 }
 
