@@ -110,8 +110,8 @@ struct Fp8GemmConfig {
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
   // setmaxnreg budgets (multiples of 8; all WGs together within the SM's 64K registers).
-  static constexpr int kProducerRegs = kMathWGs == 3 ? 32 : (kWaves == 2 ? 24 : 40);
-  static constexpr int kMathRegs = kMathWGs == 3 ? 160 : (kWaves == 2 ? 240 : 232);
+  static constexpr int kProducerRegs = kMathWGs == 3 ? 32 : 40;
+  static constexpr int kMathRegs = kMathWGs == 3 ? 160 : 232;
   static_assert(kMathWGs * 128 * kMathRegs + 128 * kProducerRegs <= 65536, "register budget");
   static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread and wave
   // Every 128-column scale block starts on an 8-column group of every tile, so the
@@ -790,39 +790,18 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
   if (m.t128 == 0) ptx::tma_store_wait_group<0>();
 }
 
-/// This thread's ldmatrix row address in stage 0, wave 0, for the A fragments of wgmma
-/// with A from registers: row 16 * warp + 8 * ((lane / 8) % 2) + lane % 8 of the WG's 64,
-/// 16-byte unit (lane / 16) of a k32 slice, through the 128-byte swizzle (unit XOR row %
-/// 8). Slice j is then `addr ^ (j << 5)`: the tile is 1024-byte aligned, so bits 4-6 of
-/// the address are the swizzled unit.
-template <class Cfg>
-__device__ __forceinline__ uint32_t a_frag_addr0(typename Cfg::Tiles& tiles, int wg, int t128) {
-  const int lane = t128 % 32, row8 = lane % 8;
-  const int row = (t128 / 32) * 16 + ((lane / 8) % 2) * 8 + row8;
-  const int unit = (lane / 16) ^ row8;
-  return ptx::smem_addr(tiles.a_tile(0) + wave_row0<Cfg>(wg, 0) * Cfg::BLOCK_K) + row * Cfg::BLOCK_K + unit * 16;
-}
-
-/// A fragments of one wave's K block (4 k32 slices x 4 registers) from stage `stage`.
-template <class Cfg>
-__device__ __forceinline__ void load_a_frags(uint32_t (&a)[4][4], uint32_t addr0, uint32_t stage, int wave) {
-  const uint32_t addr = addr0 + stage * Cfg::Tiles::a_bytes + wave * Cfg::kMathWGs * Cfg::WG_M * Cfg::BLOCK_K;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) ptx::ldmatrix_x4(a[j], addr ^ (j << 5));
-}
-
-/// 4 x wgmma m64n(BLOCK_N/2)k32 with A from registers over one 128-wide K block: one
-/// column half of a wave (B rows from b_lo) into a half-width fresh accumulator,
+/// 4 x wgmma m64n(BLOCK_N/2)k32 over one 128-wide K block: one column half of a wave
+/// (B rows [half * BLOCK_N/2, +BLOCK_N/2)) into a half-width fresh accumulator,
 /// committed as one group (not waited for).
 template <class Cfg>
-__device__ __forceinline__ void issue_half(float (&acc)[Cfg::kAcc / 2], const uint32_t (&a)[4][4], uint32_t b_lo) {
-  using Half = ptx::WgmmaFp8E4M3RS<Cfg::BLOCK_N / 2>;
+__device__ __forceinline__ void issue_half(float (&acc)[Cfg::kAcc / 2], uint32_t a_lo, uint32_t b_lo) {
+  using Half = ptx::WgmmaFp8E4M3<Cfg::BLOCK_N / 2>;
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc[i]);
   ptx::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)
-    Half::mma(acc, a[k], TileDescs<Cfg>::desc(b_lo + 2 * k), k > 0 ? 1 : 0);
+    Half::mma(acc, TileDescs<Cfg>::desc(a_lo + 2 * k), TileDescs<Cfg>::desc(b_lo + 2 * k), k > 0 ? 1 : 0);
   ptx::wgmma_commit();
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc / 2; ++i) ptx::fence_operand(acc[i]);
@@ -855,12 +834,10 @@ __device__ __forceinline__ void retire_half(float (&final_w)[Cfg::kAcc], float (
 template <class Cfg, class Ring>
 __device__ __forceinline__ void math_loop_halves(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
                                                  const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
-                                                 const Fp8GemmParams& p, const GroupedTileOrder& order,
-                                                 uint32_t a_frag0) {
+                                                 const Fp8GemmParams& p, const GroupedTileOrder& order) {
   static_assert(Cfg::kWaves == 2 && Cfg::kUniformScaleB && !Cfg::kResidual, "256x128 tiles");
   constexpr uint32_t kRightB = (Cfg::BLOCK_N / 2) * Cfg::BLOCK_K >> 4;  // B rows of the right half
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc_l[Cfg::kAcc / 2], acc_r[Cfg::kAcc / 2];
-  uint32_t a_w0[4][4], a_w1[4][4];  // each wave's A fragments (wave 0's reloaded while wave 1's run)
 
   // The rest of a K block once its (wave 0, left) half is in flight in acc_l: issue the
   // other three halves, each time retiring the one before; (wave 1, right) stays in flight
@@ -871,13 +848,12 @@ __device__ __forceinline__ void math_loop_halves(MathWG<Cfg>& m, Ring& ring, typ
   // serializes the wgmmas). Returns wave 1's, which its right half still needs.
   auto k_block_rest = [&](uint32_t s, int kb, const TileJob& job) -> KScales {
     const KScales sc0 = read_scales<Cfg>(descs, s, 0, job.sfb, kb, p.num_kb);
-    issue_half<Cfg>(acc_r, a_w0, descs.b_lo(s) + kRightB);
+    issue_half<Cfg>(acc_r, descs.a_lo(s, 0), descs.b_lo(s) + kRightB);
     retire_half<Cfg>(final_acc[0], acc_l, 0, sc0);
-    load_a_frags<Cfg>(a_w1, a_frag0, s, 1);  // their last reader, the previous (1, right), has run
-    issue_half<Cfg>(acc_l, a_w1, descs.b_lo(s));
+    issue_half<Cfg>(acc_l, descs.a_lo(s, 1), descs.b_lo(s));
     retire_half<Cfg>(final_acc[0], acc_r, 1, sc0);
     const KScales sc1 = read_scales<Cfg>(descs, s, 1, job.sfb, kb, p.num_kb);
-    issue_half<Cfg>(acc_r, a_w1, descs.b_lo(s) + kRightB);
+    issue_half<Cfg>(acc_r, descs.a_lo(s, 1), descs.b_lo(s) + kRightB);
     retire_half<Cfg>(final_acc[1], acc_l, 0, sc1);
     ring.consumer_step();
     return sc1;
@@ -891,8 +867,7 @@ __device__ __forceinline__ void math_loop_halves(MathWG<Cfg>& m, Ring& ring, typ
     zero<Cfg>(final_acc);
     ring.wait_producer();
     uint32_t s_prev = ring.consumer_stage();
-    load_a_frags<Cfg>(a_w0, a_frag0, s_prev, 0);
-    issue_half<Cfg>(acc_l, a_w0, descs.b_lo(s_prev));
+    issue_half<Cfg>(acc_l, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
     KScales sc1 = k_block_rest(s_prev, 0, job);
     int kb = 1;
 
@@ -911,8 +886,7 @@ __device__ __forceinline__ void math_loop_halves(MathWG<Cfg>& m, Ring& ring, typ
       }
       ring.wait_producer();
       const uint32_t s = ring.consumer_stage();
-      load_a_frags<Cfg>(a_w0, a_frag0, s, 0);  // their last reader, the previous (0, right), has run
-      issue_half<Cfg>(acc_l, a_w0, descs.b_lo(s));
+      issue_half<Cfg>(acc_l, descs.a_lo(s, 0), descs.b_lo(s));
       retire_half<Cfg>(final_acc[1], acc_r, 1, sc1);
       release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
       if (tile_end) {  // (wave 0, left) of the next tile runs meanwhile
@@ -959,11 +933,7 @@ __device__ __forceinline__ void math_wg(typename Cfg::InputPipe& pipe, typename 
   m.copy_first_b_scales(order, p);
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
-  else if constexpr (Cfg::kWaves == 2) {
-    uint32_t a_frag0 = a_frag_addr0<Cfg>(*pipe.tiles, m.wg, m.t128);
-    asm volatile("" : "+r"(a_frag0));  // as TileDescs' bases: computed once, not per K block
-    math_loop_halves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order, a_frag0);
-  }
+  else if constexpr (Cfg::kWaves == 2) math_loop_halves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
   else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
 }
 
