@@ -11,7 +11,9 @@
 # Other directories .ab/<name> are built and timed as further variants (tag <name>).
 # Without .ab/base only B (and the EXTRA runs) is built and timed: a same-process look at
 # several overrides or shapes of one build.
-# Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] [EXTRA=...] bash scripts/device_ab.sh
+# AB_SCRIPT=scripts/fp8_power_probe.py runs that script in each process instead (SM
+# clock and power; no A/B summary).
+# Usage (device): [PAIRS=2] [SHAPES=MxNxK,...] [TESTS=1] [NCU=0] [EXTRA=...] [AB_SCRIPT=...] bash scripts/device_ab.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 JAX_SM100_CUDA_ARCHS=90a
 OUT="${OUT:-/tmp/ab_out}"; mkdir -p "$OUT"; repo="$(pwd)"; start=$(date +%s)
@@ -32,22 +34,23 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "B fp8 tests rc=$? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/fp8_tests_b.log"
 fi
 shapes=(); [ -n "${SHAPES:-}" ] && shapes=(--shapes "$SHAPES")
+script="$repo/${AB_SCRIPT:-scripts/fp8_ab.py}"
 for i in $(seq "${PAIRS:-2}"); do
-  [ $have_a = 1 ] && AB_TAG=A PYTHONPATH=/tmp/ab_a timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
-  AB_TAG=B timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  [ $have_a = 1 ] && AB_TAG=A PYTHONPATH=/tmp/ab_a timeout "${AB_TIMEOUT:-150}" python3 "$script" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
+  AB_TAG=B timeout "${AB_TIMEOUT:-150}" python3 "$script" "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   for v in "${variants[@]}"; do
-    AB_TAG="$v" PYTHONPATH="/tmp/ab_$v" timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" "${shapes[@]}" \
+    AB_TAG="$v" PYTHONPATH="/tmp/ab_$v" timeout "${AB_TIMEOUT:-150}" python3 "$script" "${shapes[@]}" \
       2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   done
   for spec in ${EXTRA:-}; do
-    env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout "${AB_TIMEOUT:-150}" python3 "$repo/scripts/fp8_ab.py" \
+    env $(echo "${spec#*:}" | tr , ' ') AB_TAG="${spec%%:*}" timeout "${AB_TIMEOUT:-150}" python3 "$script" \
       "${shapes[@]}" 2>>"$OUT/ab.err" | tee -a "$OUT/ab.jsonl"
   done
   echo "pair $i done ($(( $(date +%s) - start )) s)"
 done
 python3 - "$OUT/ab.jsonl" <<'PY'
 import json, sys, statistics, collections
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "kernel" in r]
 by = collections.defaultdict(lambda: collections.defaultdict(list))
 for r in rows: by[tuple(r["shape"])][r["tag"]].append(r)
 for s, t in by.items():

@@ -1,0 +1,88 @@
+"""SM clock and board power while the FP8 GEMM runs back to back, against cuBLASLt's
+blockwise FP8 in the same process: tells a kernel that does more work per cycle from one
+that merely runs at a higher clock (the H100/H200 are power-limited under FP8 GEMMs).
+Prints one JSON line per (op, shape): time per call, median SM clock (MHz), board power
+(W), the clock-event reasons seen, and cycles per call (time x clock).
+
+  python3 scripts/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import jax
+
+from jax_sm100 import bench_fp8 as bf
+
+
+def sample_while(run, sync, seconds):
+  """Call `run()` (one async batch of calls; returns how many) repeatedly for `seconds`
+  while nvidia-smi samples every 50 ms, then `sync()`; returns seconds per call and the
+  samples taken after the first 0.5 s."""
+  run()  # warm-up (compilation, first launch)
+  sync()
+  q = "clocks.sm,power.draw,clocks_event_reasons.active"
+  smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits", "-lms", "50"],
+                         stdout=subprocess.PIPE, text=True)
+  t0 = time.perf_counter()
+  calls = 0
+  while time.perf_counter() - t0 < seconds:
+    calls += run()
+  sync()
+  elapsed = time.perf_counter() - t0
+  smi.terminate()
+  out, _ = smi.communicate()
+  rows = [r.split(", ") for r in out.strip().splitlines() if r.count(",") == 2]
+  rows = rows[int(0.5 / 0.05):]  # skip the ramp
+  return elapsed / calls, rows
+
+
+def summary(tag, shape, per_call, rows):
+  clocks = [float(r[0]) for r in rows if r[0].strip().replace(".", "").isdigit()]
+  power = [float(r[1]) for r in rows if r[1].strip().replace(".", "").isdigit()]
+  mhz = statistics.median(clocks) if clocks else float("nan")
+  return {"op": tag, "shape": shape, "us_per_call": per_call * 1e6,
+          "tflops": 2.0 * shape[0] * shape[1] * shape[2] / per_call / 1e12,
+          "sm_mhz": mhz, "power_w": statistics.median(power) if power else None,
+          "mcycles_per_call": per_call * mhz,
+          "event_reasons": sorted({r[2].strip() for r in rows}), "samples": len(rows)}
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--seconds", type=float, default=3.0)
+  ap.add_argument("--shapes", default="4096x7168x16384")
+  ap.add_argument("--tag", default=os.environ.get("AB_TAG", "ours"))
+  args = ap.parse_args()
+  torch, why = bf._torch()
+  if torch is None:
+    sys.exit(f"needs torch: {why}")
+  _, blk = bf.pick_torch_blockwise(torch, lambda *_: None)
+  for spec in args.shapes.split(","):
+    m, n, k = map(int, spec.split("x"))
+    sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
+    kern, tsets = bf.fp8_kernel(sets, m, n)
+    many = jax.jit(lambda ss: [kern(*s) for s in ss])
+    pending = []  # the last two batches: at most two in flight, so the queue never drains
+
+    def run_ours():
+      pending.append(many(tsets))
+      if len(pending) > 2:
+        jax.block_until_ready(pending.pop(0))
+      return len(tsets)
+    per, rows = sample_while(run_ours, lambda: jax.block_until_ready(pending), args.seconds)
+    print(json.dumps(summary(args.tag, [m, n, k], per, rows)), flush=True)
+    torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
+                   bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+    per, rows = sample_while(lambda: len([blk(*s) for s in torch_sets]), torch.cuda.synchronize,
+                             args.seconds)
+    print(json.dumps(summary("cublaslt_blockwise", [m, n, k], per, rows)), flush=True)
+    sets = tsets = torch_sets = None  # free device memory before the next shape
+
+
+if __name__ == "__main__":
+  main()
