@@ -780,7 +780,11 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
       release_input_barrier<Cfg>(ring.consumer_mbar(s_prev), m.lane);
       promote<Cfg>(final_acc[0], last, sc_prev, former_prev);
     };
-    while (true) {  // unrolled by two so each accumulator stays a fixed register array
+    // Unrolled by two so each accumulator stays a fixed register array. Each half keeps
+    // its own exit and wait: a loop whose in-flight wgmma crosses the back-edge must have
+    // at least two exits, each with its own wgmma_wait, or ptxas serializes every wgmma of
+    // the kernel (C7514; reproduced with a minimal kernel in the tenth session).
+    while (true) {
       if (!step(acc1, acc0)) { retire(acc0); break; }
       if (!step(acc0, acc1)) { retire(acc1); break; }
     }
