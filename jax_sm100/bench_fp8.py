@@ -237,6 +237,22 @@ def torch_blockwise_candidates(torch):
   return cands
 
 
+def torch_sets(torch, sets):
+  """`sets` of (a, a_scale, b, b_scale) as torch's blockwise scaled_mm takes them: a_scale
+  (M, K/128) with strides (1, M), b transposed (a view)."""
+  return [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(), _to_torch(torch, b).t(),
+           _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+
+
+def torch_and_blockwise():
+  """(torch, cuBLASLt's blockwise FP8 GEMM as a function of a torch_sets entry) for the
+  device scripts; exits with the reason when torch or its CUDA device is missing."""
+  torch, why = _torch()
+  if torch is None:
+    raise SystemExit(f"needs torch: {why}")
+  return torch, pick_torch_blockwise(torch, lambda *_: None)[1]
+
+
 def pick_torch_blockwise(torch, log):
   """First candidate that runs and matches the float64 reference on a small problem."""
   m, n, k = 256, 384, 512
@@ -303,17 +319,16 @@ def bench_gemm(shapes, reps, log):
       if torch is not None:
         gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))
     if torch is not None:
-      torch_sets = [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(),
-                _to_torch(torch, b).t(), _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+      tsets_torch = torch_sets(torch, sets)
       if blk_fn is not None:
-        row["cublas_block"] = flops / time_torch(torch, blk_fn, torch_sets, reps) / 1e12
-        gpu_cols.append(("cublas_block_gpu", lambda: gpu_time_torch(torch, blk_fn, torch_sets)))
+        row["cublas_block"] = flops / time_torch(torch, blk_fn, tsets_torch, reps) / 1e12
+        gpu_cols.append(("cublas_block_gpu", lambda: gpu_time_torch(torch, blk_fn, tsets_torch)))
       one = torch.ones((), device="cuda", dtype=torch.float32)
       try:
         per_tensor = lambda a, sa, bt, sb: torch._scaled_mm(  # noqa: E731
             a, bt, one, one, out_dtype=torch.bfloat16)
-        row["cublas_tensor"] = flops / time_torch(torch, per_tensor, torch_sets, reps) / 1e12
-        gpu_cols.append(("cublas_tensor_gpu", lambda: gpu_time_torch(torch, per_tensor, torch_sets)))
+        row["cublas_tensor"] = flops / time_torch(torch, per_tensor, tsets_torch, reps) / 1e12
+        gpu_cols.append(("cublas_tensor_gpu", lambda: gpu_time_torch(torch, per_tensor, tsets_torch)))
       except Exception as e:  # noqa: BLE001
         log(f"  per-tensor torch._scaled_mm failed: {e}")
     key = jax.random.PRNGKey(1)
@@ -345,7 +360,7 @@ def bench_gemm(shapes, reps, log):
       row["ours_over_cublas_block_gpu_rounds"] = per_round
     del sets, bsets, gpu_cols
     if torch is not None:
-      del torch_sets
+      del tsets_torch
       torch.cuda.empty_cache()
     rows.append(row)
     log("  " + " ".join(f"{kk}={v:.1f}" if isinstance(v, float) and kk != "ours_calc_diff"

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
 
 import jax_sm100
@@ -24,18 +23,14 @@ def main():
   ap.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in bf.LARGE))
   ap.add_argument("--tag", default=os.environ.get("AB_TAG", "?"))
   args = ap.parse_args()
-  torch, why = bf._torch()
-  if torch is None:
-    sys.exit(f"needs torch: {why}")
-  _, blk = bf.pick_torch_blockwise(torch, lambda *_: None)
+  torch, blk = bf.torch_and_blockwise()
   print(f"# {args.tag}: jax_sm100 from {os.path.dirname(jax_sm100.__file__)}", flush=True)
   for spec in args.shapes.split(","):
     m, n, k = map(int, spec.split("x"))
     flops = 2.0 * m * n * k
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
     kern, tsets = bf.fp8_kernel(sets, m, n)
-    torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
-                   bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+    torch_sets = bf.torch_sets(torch, sets)
     ours, cub, cub_error = [], [], None
     for _ in range(args.rounds):
       ours.append(flops / bf.gpu_time_jax(torch, kern, tsets) / 1e12)

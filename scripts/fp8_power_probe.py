@@ -11,7 +11,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 
 import jax
@@ -58,10 +57,7 @@ def main():
   ap.add_argument("--shapes", default="4096x7168x16384")
   ap.add_argument("--tag", default=os.environ.get("AB_TAG", "ours"))
   args = ap.parse_args()
-  torch, why = bf._torch()
-  if torch is None:
-    sys.exit(f"needs torch: {why}")
-  _, blk = bf.pick_torch_blockwise(torch, lambda *_: None)
+  torch, blk = bf.torch_and_blockwise()
   for spec in args.shapes.split(","):
     m, n, k = map(int, spec.split("x"))
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
@@ -76,8 +72,7 @@ def main():
       return len(tsets)
     per, rows = sample_while(run_ours, lambda: jax.block_until_ready(pending), args.seconds)
     print(json.dumps(summary(args.tag, [m, n, k], per, rows)), flush=True)
-    torch_sets = [(bf._to_torch(torch, a), bf._to_torch(torch, sa).t().contiguous().t(),
-                   bf._to_torch(torch, b).t(), bf._to_torch(torch, sb)) for (a, sa, b, sb) in sets]
+    torch_sets = bf.torch_sets(torch, sets)
     per, rows = sample_while(lambda: len([blk(*s) for s in torch_sets]), torch.cuda.synchronize,
                              args.seconds)
     print(json.dumps(summary("cublaslt_blockwise", [m, n, k], per, rows)), flush=True)
