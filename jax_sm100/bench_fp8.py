@@ -246,11 +246,15 @@ def torch_sets(torch, sets):
 
 def torch_and_blockwise():
   """(torch, cuBLASLt's blockwise FP8 GEMM as a function of a torch_sets entry) for the
-  device scripts; exits with the reason when torch or its CUDA device is missing."""
+  device scripts; exits with the reason when torch, its CUDA device or a working
+  blockwise scaled_mm is missing."""
   torch, why = _torch()
   if torch is None:
     raise SystemExit(f"needs torch: {why}")
-  return torch, pick_torch_blockwise(torch, lambda *_: None)[1]
+  _, blk = pick_torch_blockwise(torch, lambda *_: None)
+  if blk is None:
+    raise SystemExit("no torch blockwise scaled_mm candidate matched the float64 reference")
+  return torch, blk
 
 
 def pick_torch_blockwise(torch, log):
