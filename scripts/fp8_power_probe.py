@@ -3,14 +3,19 @@ blockwise FP8 in the same process: tells a kernel that does more work per cycle 
 that merely runs at a higher clock (the H100/H200 are power-limited under FP8 GEMMs).
 Prints one JSON line per (op, shape): time per call, median SM clock (MHz), board power
 (W), the clock-event reasons seen, and cycles per call (time x clock).
+With --deepgemm DIR (a checkout of DeepGEMM's Hopper FP8 GEMM, not part of this
+project), DeepGEMM's `gemm_fp8_fp8_bf16_nt` on the same inputs is measured the same way,
+after a check that it agrees with cuBLASLt. --burst adds one JSON line per shape with
+short-run times (5 repetitions over the input sets, alternating the ops).
 
-  python3 scripts/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...]
+  python3 scripts/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...] [--deepgemm DIR] [--burst]
 """
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 import jax
@@ -56,8 +61,14 @@ def main():
   ap.add_argument("--seconds", type=float, default=3.0)
   ap.add_argument("--shapes", default="4096x7168x16384")
   ap.add_argument("--tag", default=os.environ.get("AB_TAG", "ours"))
+  ap.add_argument("--deepgemm", default="", help="DeepGEMM checkout to measure as well")
+  ap.add_argument("--burst", action="store_true", help="also short-run times")
   args = ap.parse_args()
   torch, blk = bf.torch_and_blockwise()
+  dg = None
+  if args.deepgemm:
+    sys.path.insert(0, args.deepgemm)
+    import deep_gemm as dg
   for spec in args.shapes.split(","):
     m, n, k = map(int, spec.split("x"))
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
@@ -76,7 +87,41 @@ def main():
     per, rows = sample_while(lambda: len([blk(*s) for s in torch_sets]), torch.cuda.synchronize,
                              args.seconds)
     print(json.dumps(summary("cublaslt_blockwise", [m, n, k], per, rows)), flush=True)
-    sets = tsets = torch_sets = None  # free device memory before the next shape
+    timed = {"ours": None, "cublaslt_blockwise": blk}
+    if dg is not None:
+      # DeepGEMM's layouts: A's scales (M, K/128) column-major (torch_sets has them so),
+      # B as (N, K) row-major (torch_sets holds its transposed view), B's scales as ours.
+      outs = [torch.empty((m, n), dtype=torch.bfloat16, device="cuda") for _ in torch_sets]
+      dg_sets = [(a, sa, bt.t(), sb, o) for (a, sa, bt, sb), o in zip(torch_sets, outs)]
+
+      def dg_call(a, sa, b, sb, o):
+        dg.gemm_fp8_fp8_bf16_nt((a, sa), (b, sb), o)
+        return o
+      diff = bf.calc_diff(dg_call(*dg_sets[0]).float().cpu().numpy(),
+                          blk(*torch_sets[0]).float().cpu().numpy())
+      print(json.dumps({"op": "deepgemm_check", "shape": [m, n, k], "calc_diff_vs_cublaslt": diff}),
+            flush=True)
+      if diff < 1e-3:
+        per, rows = sample_while(lambda: len([dg_call(*s) for s in dg_sets]), torch.cuda.synchronize,
+                                 args.seconds)
+        print(json.dumps(summary("deepgemm", [m, n, k], per, rows)), flush=True)
+        timed["deepgemm"] = dg_call
+    if args.burst:
+      # Short runs, the ops alternating: 5 repetitions over the sets, median per op.
+      ours_many = lambda: jax.block_until_ready(many(tsets))  # noqa: E731
+      res = {tag: [] for tag in timed}
+      for _ in range(5):
+        for tag, fn in timed.items():
+          if fn is None:
+            t0 = time.perf_counter()
+            ours_many()
+            res[tag].append((time.perf_counter() - t0) / len(tsets))
+          else:
+            res[tag].append(bf.time_torch(torch, fn, dg_sets if tag == "deepgemm" else torch_sets, 1))
+      print(json.dumps({"op": "burst", "shape": [m, n, k],
+                        "us_per_call": {t: statistics.median(v) * 1e6 for t, v in res.items()}}),
+            flush=True)
+    sets = tsets = torch_sets = dg_sets = outs = None  # free device memory before the next shape
 
 
 if __name__ == "__main__":
