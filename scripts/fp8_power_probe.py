@@ -104,7 +104,9 @@ def main():
       if diff < 1e-3:
         per, rows = sample_while(lambda: len([dg_call(*s) for s in dg_sets]), torch.cuda.synchronize,
                                  args.seconds)
-        print(json.dumps(summary("deepgemm", [m, n, k], per, rows)), flush=True)
+        row = summary("deepgemm", [m, n, k], per, rows)
+        row["env"] = {k_: v for k_, v in os.environ.items() if k_.startswith("DG_")}
+        print(json.dumps(row), flush=True)
         timed["deepgemm"] = dg_call
     if args.burst:
       # Short runs, the ops alternating: 5 repetitions over the sets, median per op.
