@@ -6,7 +6,8 @@ Prints one JSON line per (op, shape): time per call, median SM clock (MHz), boar
 With --deepgemm DIR (a checkout of DeepGEMM's Hopper FP8 GEMM, not part of this
 project), DeepGEMM's `gemm_fp8_fp8_bf16_nt` on the same inputs is measured the same way,
 after a check that it agrees with cuBLASLt. --burst adds one JSON line per shape with
-short-run times (5 repetitions over the input sets, alternating the ops).
+short-run GPU times (CUPTI kernel durations; 5 repetitions over the input sets,
+alternating the ops).
 
   python3 scripts/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...] [--deepgemm DIR] [--burst]
 """
@@ -87,7 +88,7 @@ def main():
     per, rows = sample_while(lambda: len([blk(*s) for s in torch_sets]), torch.cuda.synchronize,
                              args.seconds)
     print(json.dumps(summary("cublaslt_blockwise", [m, n, k], per, rows)), flush=True)
-    timed = {"ours": None, "cublaslt_blockwise": blk}
+    timed = {"ours": None, "cublaslt_blockwise": blk}  # None: ours (a JAX function)
     if dg is not None:
       # DeepGEMM's layouts: A's scales (M, K/128) column-major (torch_sets has them so),
       # B as (N, K) row-major (torch_sets holds its transposed view), B's scales as ours.
@@ -109,17 +110,16 @@ def main():
         print(json.dumps(row), flush=True)
         timed["deepgemm"] = dg_call
     if args.burst:
-      # Short runs, the ops alternating: 5 repetitions over the sets, median per op.
-      ours_many = lambda: jax.block_until_ready(many(tsets))  # noqa: E731
+      # Short runs, the ops alternating: 5 repetitions over the sets, median per op, by
+      # GPU time (CUPTI kernel durations, as the bench), so host dispatch counts for none.
       res = {tag: [] for tag in timed}
       for _ in range(5):
         for tag, fn in timed.items():
           if fn is None:
-            t0 = time.perf_counter()
-            ours_many()
-            res[tag].append((time.perf_counter() - t0) / len(tsets))
+            res[tag].append(bf.gpu_time_jax(torch, kern, tsets, reps=1))
           else:
-            res[tag].append(bf.time_torch(torch, fn, dg_sets if tag == "deepgemm" else torch_sets, 1))
+            res[tag].append(bf.gpu_time_torch(torch, fn, dg_sets if tag == "deepgemm" else torch_sets,
+                                              reps=1))
       print(json.dumps({"op": "burst", "shape": [m, n, k],
                         "us_per_call": {t: statistics.median(v) * 1e6 for t, v in res.items()}}),
             flush=True)
