@@ -153,21 +153,23 @@ SHAPES = [
 ]
 
 # Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN). Cluster 4 is 2x2 (A and B
+# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN). Cluster 2 is a pair along M (B
+# multicast), 2n a pair along N (A multicast; 256-row tiles), 4 is 2x2 (A and B
 # multicast). Overlap: the next K block's wgmmas run while this one's promotion does;
 # chain: the next tile's first K block (its first wave, without overlap) is issued before
 # this tile's epilogue. BLOCK_M 192 is three math WGs of 64 rows (one CTA; the handler
 # picks it where its tiling wastes less than 256 rows' would).
 # BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no
 # overlapped form; the residual target and M <= 128 run 128-row tiles). With no override
-# the handler picks 256x128 tiles with 1 CTA when they fill every SM, else cluster 2 and
-# overlap, and chains tiles.
+# the handler picks 256x128 tiles with a pair of CTAs along N (2n) when they fill every
+# SM, else cluster 2 and overlap, and chains tiles.
 VARIANTS = {"c1": ("1", "0", "128", "0"), "c1_chain": ("1", "0", "128", "1"),
             "c1_overlap": ("1", "1", "128", "0"), "c1_overlap_chain": ("1", "1", "128", "1"),
             "c2_multicast": ("2", "0", "128", "0"), "c2_overlap": ("2", "1", "128", "0"),
             "c2_overlap_chain": ("2", "1", "128", "1"),
             "c1_m256": ("1", "0", "256", "0"), "c1_m256_chain": ("1", "0", "256", "1"),
             "c2_m256": ("2", "0", "256", "0"), "c2_m256_chain": ("2", "0", "256", "1"),
+            "c2n_m256": ("2n", "0", "256", "0"), "c2n_m256_chain": ("2n", "0", "256", "1"),
             "c1_m192": ("1", "0", "192", "0"), "c1_m192_chain": ("1", "0", "192", "1"),
             "c4_multicast": ("4", "0", "128", "0"), "c4_overlap_chain": ("4", "1", "128", "1")}
 

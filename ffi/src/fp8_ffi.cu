@@ -68,26 +68,39 @@ int pick_block_n(int64_t m, int64_t n) {
   return tiles128 < sm_count() ? 64 : 128;
 }
 
-/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 | 4 overrides; 4 = 2x2, sharing both A
-/// and B). Default for 128-row tiles: 2 (2 CTAs along M sharing B by multicast) when
-/// there are at least two M tiles: on an H200 (2026-11-22, commit e80ef63) cluster 2 with
-/// overlapped promotion was the fastest measured variant on the large shapes (1173 vs
-/// 1096 TFLOP/s at 4096x7168x16384, 1140 vs 1005 at 8192^3; the ncu profile shows L2 as
-/// the busiest unit). Default for 256-row tiles: 1 (commit 19c96e2, same run: 1217 vs
-/// 1203 at 4096x7168x16384, 1189 vs 1176 at 8192^3, 1167 vs 1151 at 4096^3).
-int pick_cluster(int64_t m, int64_t n, int bm) {
-  int v = bm >= 192 ? 1 : 2;
+/// The cluster a launch runs with: 1 CTA, a pair along M (sharing B), a pair along N
+/// (sharing A), or 2x2 (sharing both).
+struct ClusterShape {
+  int ctas;      // 1, 2 or 4
+  bool along_n;  // a pair: along N (A multicast) instead of along M (B multicast)
+};
+
+/// CTAs per cluster (JAX_SM100_FP8_CLUSTER = 1 | 2 | 2n | 4 overrides; 2 = a pair along
+/// M sharing B, 2n = a pair along N sharing A, 4 = 2x2, sharing both A and B). Default
+/// for 128-row tiles: 2 (along M) when there are at least two M tiles: on an H200
+/// (2026-11-22, commit e80ef63) cluster 2 with overlapped promotion was the fastest
+/// measured variant on the large shapes (1173 vs 1096 TFLOP/s at 4096x7168x16384, 1140
+/// vs 1005 at 8192^3; the ncu profile shows L2 as the busiest unit). Default for 256-row
+/// tiles: 2n when there are at least two N tiles. Each CTA then loads half of the 256-row
+/// A tile (32 KB of a 49 KB stage) and multicasts it to its peer, a third less L2->SM
+/// traffic than 1 CTA, where a pair along M saves only half of B's 16 KB. Same-run A/B on
+/// an H200 (2026-11-22, twelfth session): 2n +1.0-2.3% over 1 CTA on the five large
+/// shapes; a pair along M had been within 1% of 1 CTA (eleventh session).
+ClusterShape pick_cluster(int64_t m, int64_t n, int bm) {
+  ClusterShape c{bm == 192 ? 1 : 2, bm == 256};
   if (const char* env = std::getenv("JAX_SM100_FP8_CLUSTER")) {
-    const int e = std::atoi(env);
-    if (e == 1 || e == 2 || e == 4) v = e;
+    const std::string e(env);
+    if (e == "1" || e == "2" || e == "4") c = {std::atoi(env), false};
+    if (e == "2n") c = {2, true};
   }
-  if (v == 4 && n <= 128) v = 2;  // one N tile: nothing to share along N
-  if (m <= bm) v = 1;             // one M tile: nothing to share along M
   // The tile height decides; the cluster follows what that tile is built with (an
   // override must not silently turn 192- or 256-row tiles into 128-row ones).
-  if (bm == 192) v = 1;           // three math WGs: 1 CTA only
-  if (bm == 256 && v == 4) v = 2; // 256-row tiles: 1 or 2 CTAs along M
-  return v;
+  if (bm == 192) return {1, false};              // three math WGs: 1 CTA only
+  if (bm == 256 && c.ctas == 4) c = {2, false};  // 256-row tiles: 1 CTA or a pair
+  if (bm != 256) c.along_n = false;              // pairs along N: built for 256-row tiles only
+  if (c.ctas == 4 && n <= 128) c = {2, false};   // one N tile: nothing to share along N
+  if (c.along_n ? n <= 128 : m <= bm) c = {1, false};  // nothing to share
+  return c;
 }
 
 /// Predicted useful fraction of a persistent launch of bm x 128 tiles, one CTA per SM: the
@@ -164,9 +177,10 @@ struct Operands {
   float beta;
 };
 
-template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128>
+template <int BLOCK_N, bool RESIDUAL, int CLUSTER, bool OVERLAP = false, int BLOCK_M = 128,
+          bool PAIR_ALONG_N = false>
 ffi::Error launch(cudaStream_t stream, const Operands& o) {
-  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M>;
+  using Cfg = fp8::Fp8GemmConfig<BLOCK_N, RESIDUAL, CLUSTER, OVERLAP, BLOCK_M, PAIR_ALONG_N>;
   auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
   const uint32_t smem = Cfg::smem_bytes(num_kb);
@@ -319,7 +333,11 @@ ffi::Error dispatch(cudaStream_t stream, const Operands& o) {
   const int bn = pick_block_n(o.m, o.n);
   const int bm = RESIDUAL ? 128 : pick_block_m(o.m, o.n, bn);  // no C staging room at 256
   const bool overlap = pick_overlap();
-  switch (pick_cluster(o.m, o.n, bm)) {
+  const ClusterShape cluster = pick_cluster(o.m, o.n, bm);
+  if constexpr (!RESIDUAL) {
+    if (cluster.along_n) return launch<128, false, 2, false, 256, true>(stream, o);  // bm == 256
+  }
+  switch (cluster.ctas) {
     case 4: return dispatch_cluster<RESIDUAL, 4>(stream, o, bm, bn, overlap);
     case 2: return dispatch_cluster<RESIDUAL, 2>(stream, o, bm, bn, overlap);
     default: return dispatch_cluster<RESIDUAL, 1>(stream, o, bm, bn, overlap);

@@ -72,7 +72,8 @@ constexpr uint32_t kSmemLimit = 232448;
 
 
 /// Compile-time configuration: tile shape, stage count, roles, smem carve-up.
-template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128>
+template <int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool OVERLAP_ = false, int BLOCK_M_ = 128,
+          bool PAIR_ALONG_N_ = false>
 struct Fp8GemmConfig {
   // 128 (two math WGs of 64 rows), 192 (three math WGs: each WG's promotion then hides
   // behind two other WGs' wgmmas instead of one), or 256 = two 128-row waves per K block:
@@ -89,14 +90,16 @@ struct Fp8GemmConfig {
   static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
   static constexpr int kScaleBlock = 128;
   static constexpr bool kResidual = RESIDUAL_;
-  // CTAs per cluster: 1; 2 = 2 along M; 4 = 2 along M x 2 along N. CTAs along M share
-  // their N tile: each loads 1/kClusterM of B and multicasts it to the others (B's
-  // L2->SM traffic / kClusterM). CTAs along N share their M tile and split A likewise.
-  // Consumers free a stage in every CTA of the cluster (any peer may write into it).
+  // CTAs per cluster: 1; 2 = 2 along M (or, with PAIR_ALONG_N_, 2 along N); 4 = 2 along
+  // M x 2 along N. CTAs along M share their N tile: each loads 1/kClusterM of B and
+  // multicasts it to the others (B's L2->SM traffic / kClusterM). CTAs along N share
+  // their M tile and split A likewise. Consumers free a stage in every CTA of the
+  // cluster (any peer may write into it).
   static constexpr int kCluster = CLUSTER_;
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "cluster of 1, 2 or 2x2 CTAs");
-  static constexpr int kClusterM = kCluster == 1 ? 1 : 2;  // CTAs along M (sharing B)
-  static constexpr int kClusterN = kCluster / kClusterM;    // CTAs along N (sharing A)
+  static_assert(!PAIR_ALONG_N_ || kCluster == 2, "PAIR_ALONG_N_: a cluster of 2");
+  static constexpr int kClusterM = kCluster == 1 || PAIR_ALONG_N_ ? 1 : 2;  // CTAs along M (sharing B)
+  static constexpr int kClusterN = kCluster / kClusterM;                     // CTAs along N (sharing A)
   // Overlapped promotion: K block kb+1's wgmmas are issued into a second accumulator
   // before K block kb's is promoted, so the tensor cores stay busy during the FFMAs.
   // Three BLOCK_N/2-register arrays: BLOCK_N <= 128.
