@@ -175,13 +175,14 @@ static void test_host_barrier_semantics() {
 
 // ---------------------------------------------------------------- ProducerConsumerPipeline stress
 
-enum class Mode { Guards, Linear, Explicit, TryWait, SignalAndStep, Throttle };
+enum class Mode { Guards, Linear, Explicit, TryWait, TryWaitAt, SignalAndStep, Throttle };
 static const char* mode_name(Mode m) {
   switch (m) {
     case Mode::Guards: return "guards";
     case Mode::Linear: return "linear";
     case Mode::Explicit: return "explicit";
     case Mode::TryWait: return "trywait";
+    case Mode::TryWaitAt: return "trywait_at";
     case Mode::SignalAndStep: return "signal_and_step";
     case Mode::Throttle: return "throttle";
   }
@@ -265,7 +266,8 @@ static void stress_pc(Mode mode, int consumers, int arrivers, int items, uint64_
             std::move(moved).release();
             break;
           }
-          case Mode::TryWait: {
+          case Mode::TryWait:
+          case Mode::TryWaitAt: {
             const bool ready = p.try_wait_consumer();
             jit();
             p.wait_consumer_if_needed(ready);
@@ -337,6 +339,19 @@ static void stress_pc(Mode mode, int consumers, int arrivers, int items, uint64_
             p.consumer_step();
             break;
           }
+          case Mode::TryWaitAt: {  // the stage from the item count, as an unrolled loop knows it
+            const uint32_t s = static_cast<uint32_t>(i % Stages);
+            const bool ready = p.try_wait_producer_at(s);
+            jit();
+            if (!ready) p.wait_producer_at(s);
+            CHECK(p.try_wait_producer_at(s), "after wait_producer_at the stage is full");
+            check_item(slots[s], i, c, jit);
+            slots[s].done[c] = i;
+            p.consumer_mbar(s)->arrive();
+            p.consumer_step();
+            CHECK(p.consumer_stage() == (i + 1) % Stages, "consumer stage after step");
+            break;
+          }
           case Mode::SignalAndStep: {
             p.wait_producer();
             const uint32_t s = p.consumer_stage();
@@ -377,6 +392,7 @@ static void stress_all_modes(uint64_t seed) {
   stress_pc<Stages>(Mode::Linear, 2, 2, items, seed + 2);
   stress_pc<Stages>(Mode::Explicit, 4, 2, items / 2, seed + 3);
   stress_pc<Stages>(Mode::TryWait, 3, 3, items, seed + 4);
+  stress_pc<Stages>(Mode::TryWaitAt, 3, 3, items, seed + 7);
   stress_pc<Stages>(Mode::SignalAndStep, 2, 2, items, seed + 5);
   stress_pc<Stages>(Mode::Throttle, 3, 3, items, seed + 6);
 }

@@ -647,19 +647,98 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
 /// 3 stages ahead, refilled that much later: ncu showed the math WGs 2.7x as long on the
 /// full barrier as DeepGEMM's kernel of the same design. Fixing it: +7% at the largest
 /// shapes, H200.)
+/// `s` is the ring's stage and `s_next` the one after it (constants in an unrolled loop).
 template <class Cfg, int kWave, class Ring>
 __device__ __forceinline__ void finish_full_wave(Ring& ring, float (&final_w)[Cfg::kAcc],
                                                  float (&acc)[Cfg::kAcc], const KScales& sc, uint32_t s,
-                                                 const TileJob& job, int lane, bool& next_ready) {
+                                                 uint32_t s_next, const TileJob& job, int lane,
+                                                 bool& next_ready) {
   ptx::wgmma_wait<0>();
   if constexpr (kWave == Cfg::kWaves - 1) {
     release_input_barrier<Cfg>(ring.consumer_mbar(s), lane);
     ring.consumer_step();
-    next_ready = ring.try_wait_producer();
+    next_ready = ring.try_wait_producer_at(s_next);
   }
 #pragma unroll
   for (int i = 0; i < Cfg::kAcc; ++i) ptx::fence_operand(acc[i]);
   promote<Cfg>(final_w, acc, sc, job.former);
+}
+
+/// The ring stage after `s`.
+template <class Cfg>
+__device__ __forceinline__ uint32_t next_stage(uint32_t s) {
+  return s + 1 == static_cast<uint32_t>(Cfg::STAGES) ? 0u : s + 1;
+}
+
+/// One K block (kb >= 1) of a tile whose every wave is live, in stage `s` (the ring's):
+/// wait for its data (unless the last release's poll saw it), then each wave's wgmmas,
+/// wait, promote.
+template <class Cfg, class Ring>
+__device__ __forceinline__ void full_waves_k_block(Ring& ring, const TileDescs<Cfg>& descs_in,
+                                                   float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                                   float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                                   int kb, int num_kb, uint32_t s, bool& next_ready) {
+  // The descriptor bases, opaque here: with a constant stage the compiler otherwise
+  // hoists every stage's 64-bit descriptors out of the loop and spills them.
+  TileDescs<Cfg> descs = descs_in;
+  asm volatile("" : "+r"(descs.a_lo0), "+r"(descs.b_lo0));
+  if (!next_ready) ring.wait_producer_at(s);  // A, B, A-scales of K block kb have landed
+  const KScales sc_0 = read_scales<Cfg>(descs, s, 0, job.sfb, kb, num_kb);
+  issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
+  finish_full_wave<Cfg, 0>(ring, final_acc[0], acc, sc_0, s, next_stage<Cfg>(s), job, lane, next_ready);
+  if constexpr (Cfg::kWaves == 2) {
+    const KScales sc_1 = read_scales<Cfg>(descs, s, 1, job.sfb, kb, num_kb);
+    issue_k_block<Cfg>(acc, descs.a_lo(s, 1), descs.b_lo(s));
+    finish_full_wave<Cfg, 1>(ring, final_acc[1], acc, sc_1, s, next_stage<Cfg>(s), job, lane, next_ready);
+  }
+}
+
+/// K blocks 1 .. num_kb-1 of a full tile with compile-time stage indices: K block 1 sits
+/// in stage S1 (the ring's stage, dispatched on once per tile: full_waves_rest_from), so
+/// every stage address, descriptor word and barrier of the loop is a constant offset and
+/// the ring's index steps fold away. The loop runs whole laps of the ring (STAGES K
+/// blocks each), then up to STAGES - 1 K blocks, each under its own check. (Free
+/// functions: a struct of references here was kept in local memory.)
+template <class Cfg, int S, int N, class Ring>
+__device__ __forceinline__ void full_waves_lap(Ring& ring, const TileDescs<Cfg>& descs,
+                                               float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                               float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                               int kb, int num_kb, bool& next_ready) {
+  if constexpr (N > 0) {  // N K blocks from kb, the first in stage S
+    full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
+    full_waves_lap<Cfg, (S + 1) % Cfg::STAGES, N - 1>(ring, descs, final_acc, acc, job, lane, kb + 1,
+                                                      num_kb, next_ready);
+  }
+}
+template <class Cfg, int S, int N, class Ring>
+__device__ __forceinline__ void full_waves_tail(Ring& ring, const TileDescs<Cfg>& descs,
+                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                                float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                                int kb, int num_kb, bool& next_ready) {
+  if constexpr (N > 0) {  // K blocks kb .. num_kb-1 (at most N), the first in stage S
+    if (kb < num_kb) {
+      full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
+      full_waves_tail<Cfg, (S + 1) % Cfg::STAGES, N - 1>(ring, descs, final_acc, acc, job, lane, kb + 1,
+                                                         num_kb, next_ready);
+    }
+  }
+}
+template <class Cfg, int S1 = 0, class Ring>
+__device__ __forceinline__ void full_waves_rest_from(Ring& ring, const TileDescs<Cfg>& descs,
+                                                     float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                                     float (&acc)[Cfg::kAcc], const TileJob& job,
+                                                     int lane, int num_kb, uint32_t s1, bool& next_ready) {
+  if constexpr (S1 < Cfg::STAGES) {
+    if (s1 == S1) {
+      int kb = 1;
+      for (; kb + Cfg::STAGES <= num_kb; kb += Cfg::STAGES)
+        full_waves_lap<Cfg, S1, Cfg::STAGES>(ring, descs, final_acc, acc, job, lane, kb, num_kb, next_ready);
+      full_waves_tail<Cfg, S1, Cfg::STAGES - 1>(ring, descs, final_acc, acc, job, lane, kb, num_kb,
+                                                next_ready);
+    } else {
+      full_waves_rest_from<Cfg, S1 + 1>(ring, descs, final_acc, acc, job, lane, num_kb, s1, next_ready);
+    }
+  }
 }
 
 /// mainloop_waves for a tile whose every wave is live: no run-time branch between a
@@ -670,23 +749,19 @@ __device__ __forceinline__ void mainloop_full_waves(Ring& ring, const TileDescs<
                                                     float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
                                                     int num_kb, uint32_t s0, const KScales& sc0) {
   bool next_ready = false;
-  finish_full_wave<Cfg, 0>(ring, final_acc[0], acc, sc0, s0, job, lane, next_ready);
+  const uint32_t s1 = next_stage<Cfg>(s0);
+  finish_full_wave<Cfg, 0>(ring, final_acc[0], acc, sc0, s0, s1, job, lane, next_ready);
   if constexpr (Cfg::kWaves == 2) {
     const KScales sc = read_scales<Cfg>(descs, s0, 1, job.sfb, 0, num_kb);
     issue_k_block<Cfg>(acc, descs.a_lo(s0, 1), descs.b_lo(s0));
-    finish_full_wave<Cfg, 1>(ring, final_acc[1], acc, sc, s0, job, lane, next_ready);
+    finish_full_wave<Cfg, 1>(ring, final_acc[1], acc, sc, s0, s1, job, lane, next_ready);
   }
-  for (int kb = 1; kb < num_kb; ++kb) {
-    ring.wait_producer_if_needed(next_ready);  // A, B, A-scales of K block kb have landed
-    const uint32_t s = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
-    const KScales sc_0 = read_scales<Cfg>(descs, s, 0, job.sfb, kb, num_kb);
-    issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
-    finish_full_wave<Cfg, 0>(ring, final_acc[0], acc, sc_0, s, job, lane, next_ready);
-    if constexpr (Cfg::kWaves == 2) {
-      const KScales sc_1 = read_scales<Cfg>(descs, s, 1, job.sfb, kb, num_kb);
-      issue_k_block<Cfg>(acc, descs.a_lo(s, 1), descs.b_lo(s));
-      finish_full_wave<Cfg, 1>(ring, final_acc[1], acc, sc_1, s, job, lane, next_ready);
-    }
+  if constexpr (Cfg::STAGES <= 4) {  // a few stages: one unrolled loop per starting stage
+    full_waves_rest_from<Cfg>(ring, descs, final_acc, acc, job, lane, num_kb, s1, next_ready);
+  } else {
+    for (int kb = 1; kb < num_kb; ++kb)
+      full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb,
+                              __shfl_sync(0xffffffffu, ring.consumer_stage(), 0), next_ready);
   }
 }
 

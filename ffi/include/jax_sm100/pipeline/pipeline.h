@@ -263,6 +263,16 @@ struct ProducerConsumerPipeline {
   JAX_SM100_HD bool try_wait_consumer() {
     return empty[producer_state.index].try_wait(producer_state.phase);
   }
+  /// wait_producer() / try_wait_producer() on full[stage], which must be the consumer's
+  /// current stage, for callers that know it at compile time (a K loop unrolled over the
+  /// ring): the barrier's address is then a constant offset.
+  JAX_SM100_HD void wait_producer_at(uint32_t stage) {
+    full[stage].wait(consumer_state.phase,
+                     WaitSite{name, "consumer waits for producer (full)", stage});
+  }
+  JAX_SM100_HD bool try_wait_producer_at(uint32_t stage) {
+    return full[stage].try_wait(consumer_state.phase);
+  }
   /// wait_producer() unless `already_ready` (a true try_wait_producer() result).
   JAX_SM100_HD void wait_producer_if_needed(bool already_ready) {
     if (!already_ready) wait_producer();
