@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck on the FP8 GEMM's default and chained forms, one shape with
 # several tiles per CTA, an odd K-block count and a 64-row last M tile (so a math WG's
-# chain of tiles breaks): 2112x3072x384 (the default picks 192-row tiles there); the three-WG 192-row tiles at 2176x3072x384 (a
-# last M tile of 64 rows: two of its three math WGs have nothing there). Run on the GPU
+# chain of tiles breaks): 2112x3072x384 (the default picks 192-row tiles there); the
+# three-WG 192-row tiles at 2176x3072x384 (a last M tile of 64 rows: two of its three
+# math WGs have nothing there). Run on the GPU
 # machine after the package is installed. Prints one "ERROR SUMMARY" line per variant.
 set -o pipefail
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1

@@ -297,8 +297,9 @@ bool device_is_sm90() {
 /// The instantiations one cluster size offers. 192-wide tiles have no registers for the
 /// overlapped form's second accumulator, and no smem for the residual's C staging (128
 /// then). The 2x2 cluster is instantiated at BLOCK_N 128 only, 256-row tiles at
-/// 256x128 with 1 or 2 CTAs, without residual, and 192-row tiles (three math WGs) at
-/// 192x128 with 1 CTA, without residual (pick_block_m).
+/// 256x128 with 1 CTA or a pair along M, without residual (the pair along N is launched
+/// by dispatch), and 192-row tiles (three math WGs) at 192x128 with 1 CTA, without
+/// residual (pick_block_m).
 template <bool RESIDUAL, int CLUSTER>
 ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int bn, bool overlap) {
   if constexpr (!RESIDUAL && CLUSTER != 4) {
