@@ -238,6 +238,13 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.stage_tx_bytes = (short_a ? a_box_rows : Cfg::BLOCK_M) * Cfg::BLOCK_K +
                      Cfg::BLOCK_N * Cfg::BLOCK_K + sfa_box * sizeof(float);
   p.group_m = pick_group_m();
+  // The persistent tile order's geometry and divisors (GroupedTileOrder::tile).
+  p.order_m = (p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM;
+  p.order_n = (p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN;
+  const int last_group_rows = p.order_m - (p.order_m - 1) / p.group_m * p.group_m;
+  p.div_group = jax_sm100::kernels::FastDivisor::make(static_cast<uint32_t>(p.group_m * p.order_n));
+  p.div_rows = jax_sm100::kernels::FastDivisor::make(static_cast<uint32_t>(p.group_m));
+  p.div_last_rows = jax_sm100::kernels::FastDivisor::make(static_cast<uint32_t>(last_group_rows));
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
   const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *

@@ -54,6 +54,7 @@
 
 #include <utility>
 
+#include "jax_sm100/kernels/fast_divisor.h"
 #include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
 #include "jax_sm100/ptx/elect.cuh"
@@ -180,6 +181,10 @@ struct Fp8GemmParams {
   uint32_t stage_tx_bytes;  // bytes TMA brings per stage (smaller than a full stage when
                             // one M tile holds all of M: A's boxes stop at M, see the host)
   int group_m;              // cluster rows per group of the tile order
+  int order_m, order_n;     // cluster rows and columns of the tile order
+  // Divisors of the tile order (see GroupedTileOrder::tile): tiles per group
+  // (group_m * order_n), the rows of a full group (group_m) and of the last one.
+  FastDivisor div_group, div_rows, div_last_rows;
 };
 
 /// Persistent tile order with L2-friendly grouping: consecutive tiles walk group_m M
@@ -194,14 +199,16 @@ struct GroupedTileOrder {
   int num_m, num_n;  // cluster rows (ceil(M tiles / cluster_m)), cluster columns
   int cluster_m, cluster_n, rank_m, rank_n;
   int first, stride;  // this cluster's first cluster tile, number of clusters
+  FastDivisor div_group, div_rows, div_last_rows;  // group_m * num_n, group_m, last group's rows
   __device__ __forceinline__ void tile(int t, int& mt, int& nt) const {
-    const int per_group = group_m * num_n;
-    const int group = t / per_group;
-    const int first_m = group * group_m;
-    const int rows = min(group_m, num_m - first_m);
-    const int in_group = t - group * per_group;
-    mt = (first_m + in_group % rows) * cluster_m + rank_m;
-    nt = (in_group / rows) * cluster_n + rank_n;
+    const uint32_t group = div_group.div(static_cast<uint32_t>(t));
+    const int first_m = static_cast<int>(group) * group_m;
+    const uint32_t in_group = static_cast<uint32_t>(t) - group * div_group.d;
+    // min(group_m, num_m - first_m) rows: all groups but the last have group_m.
+    const FastDivisor& rows = num_m - first_m >= group_m ? div_rows : div_last_rows;
+    const uint32_t col = rows.div(in_group);
+    mt = (first_m + static_cast<int>(rows.rem(in_group, col))) * cluster_m + rank_m;
+    nt = static_cast<int>(col) * cluster_n + rank_n;
   }
   __device__ __forceinline__ int count() const { return num_m * num_n; }
 };
@@ -434,9 +441,11 @@ __device__ __forceinline__ void copy_b_scales_async(float* sfb, const Fp8GemmPar
                                                     int t128) {
   const int nb0 = min(n0 / Cfg::kScaleBlock, p.num_nb - 1);
   const int nb1 = min(nb0 + 1, p.num_nb - 1);
-  for (int i = t128; i < Cfg::kScaleBRows * p.num_kb; i += 128) {
-    const int row = i / p.num_kb, kb = i - row * p.num_kb;
-    __pipeline_memcpy_async(sfb + i, p.b_scale + (row == 0 ? nb0 : nb1) * p.num_kb + kb, sizeof(float));
+#pragma unroll
+  for (int row = 0; row < Cfg::kScaleBRows; ++row) {
+    const float* src = p.b_scale + (row == 0 ? nb0 : nb1) * p.num_kb;
+    for (int kb = t128; kb < p.num_kb; kb += 128)
+      __pipeline_memcpy_async(sfb + row * p.num_kb + kb, src + kb, sizeof(float));
   }
   __pipeline_commit();
 }
@@ -973,8 +982,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "fp8_input");
   GroupedTileOrder order;
   order.group_m = p.group_m;
-  order.num_m = (p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM;
-  order.num_n = (p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN;
+  order.num_m = p.order_m;
+  order.num_n = p.order_n;
+  order.div_group = p.div_group;
+  order.div_rows = p.div_rows;
+  order.div_last_rows = p.div_last_rows;
   order.cluster_m = Cfg::kClusterM;
   order.cluster_n = Cfg::kClusterN;
   const int rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
