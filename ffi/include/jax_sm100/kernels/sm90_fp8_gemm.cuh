@@ -683,15 +683,16 @@ __device__ __forceinline__ uint32_t next_stage(uint32_t s) {
 /// One K block (kb >= 1) of a tile whose every wave is live, in stage `s` (the ring's):
 /// wait for its data (unless the last release's poll saw it), then each wave's wgmmas,
 /// wait, promote.
-template <class Cfg, class Ring>
+template <class Cfg, bool kConstStage, class Ring>
 __device__ __forceinline__ void full_waves_k_block(Ring& ring, const TileDescs<Cfg>& descs_in,
                                                    float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
                                                    float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
                                                    int kb, int num_kb, uint32_t s, bool& next_ready) {
-  // The descriptor bases, opaque here: with a constant stage the compiler otherwise
-  // hoists every stage's 64-bit descriptors out of the loop and spills them.
+  // With a constant stage (kConstStage) the descriptor bases are made opaque here: the
+  // compiler otherwise hoists every stage's 64-bit descriptors out of the loop and
+  // spills them.
   TileDescs<Cfg> descs = descs_in;
-  asm volatile("" : "+r"(descs.a_lo0), "+r"(descs.b_lo0));
+  if constexpr (kConstStage) asm volatile("" : "+r"(descs.a_lo0), "+r"(descs.b_lo0));
   if (!next_ready) ring.wait_producer_at(s);  // A, B, A-scales of K block kb have landed
   const KScales sc_0 = read_scales<Cfg>(descs, s, 0, job.sfb, kb, num_kb);
   issue_k_block<Cfg>(acc, descs.a_lo(s, 0), descs.b_lo(s));
@@ -715,7 +716,7 @@ __device__ __forceinline__ void full_waves_lap(Ring& ring, const TileDescs<Cfg>&
                                                float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
                                                int kb, int num_kb, bool& next_ready) {
   if constexpr (N > 0) {  // N K blocks from kb, the first in stage S
-    full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
+    full_waves_k_block<Cfg, true>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
     full_waves_lap<Cfg, (S + 1) % Cfg::STAGES, N - 1>(ring, descs, final_acc, acc, job, lane, kb + 1,
                                                       num_kb, next_ready);
   }
@@ -727,7 +728,7 @@ __device__ __forceinline__ void full_waves_tail(Ring& ring, const TileDescs<Cfg>
                                                 int kb, int num_kb, bool& next_ready) {
   if constexpr (N > 0) {  // K blocks kb .. num_kb-1 (at most N), the first in stage S
     if (kb < num_kb) {
-      full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
+      full_waves_k_block<Cfg, true>(ring, descs, final_acc, acc, job, lane, kb, num_kb, S, next_ready);
       full_waves_tail<Cfg, (S + 1) % Cfg::STAGES, N - 1>(ring, descs, final_acc, acc, job, lane, kb + 1,
                                                          num_kb, next_ready);
     }
@@ -766,12 +767,15 @@ __device__ __forceinline__ void mainloop_full_waves(Ring& ring, const TileDescs<
     issue_k_block<Cfg>(acc, descs.a_lo(s0, 1), descs.b_lo(s0));
     finish_full_wave<Cfg, 1>(ring, final_acc[1], acc, sc, s0, s1, job, lane, next_ready);
   }
-  if constexpr (Cfg::STAGES <= 4) {  // a few stages: one unrolled loop per starting stage
+  // Unrolled (one loop per starting stage) where it was measured: 256-row tiles, 3
+  // stages. The one-wave tiles (192 rows, or 192 columns) keep the plain loop; unrolled,
+  // the 128x192 one spilled.
+  if constexpr (Cfg::kWaves == 2 && Cfg::STAGES <= 4) {
     full_waves_rest_from<Cfg>(ring, descs, final_acc, acc, job, lane, num_kb, s1, next_ready);
   } else {
     for (int kb = 1; kb < num_kb; ++kb)
-      full_waves_k_block<Cfg>(ring, descs, final_acc, acc, job, lane, kb, num_kb,
-                              __shfl_sync(0xffffffffu, ring.consumer_stage(), 0), next_ready);
+      full_waves_k_block<Cfg, false>(ring, descs, final_acc, acc, job, lane, kb, num_kb,
+                                     __shfl_sync(0xffffffffu, ring.consumer_stage(), 0), next_ready);
   }
 }
 
