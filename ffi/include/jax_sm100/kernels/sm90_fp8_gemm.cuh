@@ -22,8 +22,8 @@
 //            overlapped promotion (128-row tiles) the next K block's wgmmas run during
 //            this one's FFMAs, across tiles too (math_loop_chained); with one
 //            accumulator (math_loop_waves) the next tile's first wave runs during this
-//            tile's epilogue, and a tile whose waves are all live runs a K loop unrolled
-//            over the pipeline ring (constant stage indices). Epilogue:
+//            tile's epilogue, and a 256-row tile whose waves are all live runs a K loop
+//            unrolled over the pipeline ring (constant stage indices). Epilogue:
 //            bf16 into 128B-swizzled smem, TMA store (each WG its own rows, so the two
 //            WGs never wait on each other).
 //   last WG  warp 0: TMA producer: A tile, B tile and A's scales of one K block land in
