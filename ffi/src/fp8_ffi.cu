@@ -256,8 +256,7 @@ ffi::Error launch(cudaStream_t stream, const Operands& o) {
   p.div_last_rows = jax_sm100::kernels::FastDivisor::make(static_cast<uint32_t>(last_group_rows));
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
   // tiles. How many clusters fit at once comes from the occupancy API (cached).
-  const int64_t cluster_tiles = int64_t((p.num_m_tiles + Cfg::kClusterM - 1) / Cfg::kClusterM) *
-                                ((p.num_n_tiles + Cfg::kClusterN - 1) / Cfg::kClusterN);
+  const int64_t cluster_tiles = int64_t(p.order_m) * p.order_n;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
