@@ -305,6 +305,11 @@ __device__ __forceinline__ void producer_loop(typename Cfg::InputPipe& pipe, con
       std::move(stage).release();
     }
   }
+  // With a cluster, the peers' consumers arrive on this CTA's empty barriers: wait until
+  // all of them released every stage, so that no arrival lands after this CTA exits.
+  // (That is the only cluster traffic left at the end: the multicast writes into this CTA
+  // have all landed, as its math WGs waited for every full barrier.)
+  if constexpr (Cfg::kCluster > 1) producer.drain();
 }
 
 /// Epilogue-load warp (WG 2, warp 1, one lane; residual only): C's 64-row half of each
@@ -875,7 +880,9 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
       store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
   }
-  if (m.t128 == 0) ptx::tma_store_wait_group<0>();
+  // The last store must have left shared memory before the CTA exits; its global writes
+  // complete with the kernel.
+  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
 }
 
 /// Math WG with overlapped promotion (one wave): K block kb+1's wgmmas are issued into
@@ -958,7 +965,9 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
     store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
     t = job.t + order.stride;
   }
-  if (m.t128 == 0) ptx::tma_store_wait_group<0>();
+  // The last store must have left shared memory before the CTA exits; its global writes
+  // complete with the kernel.
+  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
 }
 
 /// A math WG: its per-WG state, C pipeline and wgmma descriptors, then the main loop of
@@ -1047,9 +1056,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_inc<Cfg::kMathRegs>();
     math_wg<Cfg>(pipe, smem, sfb_all, &map_d, p, order);
   }
-  // No CTA may leave while its peer can still multicast into its smem or arrive on its
-  // barriers.
-  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
 #else
   (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)map_c; (void)p;
   __trap();  // built for another arch: the handler never launches this there

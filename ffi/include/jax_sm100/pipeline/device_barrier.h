@@ -89,10 +89,22 @@ struct alignas(8) DeviceBarrier {
 #endif
   }
 
-  /// True once the phase with parity `phase` has completed (may suspend briefly).
+  /// True once the phase with parity `phase` has completed. May suspend the thread for a
+  /// system-dependent time (microseconds) before answering false: the building block
+  /// of wait(), not a poll.
   JAX_SM100_HD bool try_wait(uint32_t phase) {
 #if defined(__CUDA_ARCH__)
     return ptx::mbarrier_try_wait_parity(&storage, phase);
+#else
+    (void)phase;
+    std::abort();
+#endif
+  }
+
+  /// Has the phase with parity `phase` completed? Answers at once (mbarrier.test_wait).
+  JAX_SM100_HD bool test_wait(uint32_t phase) {
+#if defined(__CUDA_ARCH__)
+    return ptx::mbarrier_test_wait_parity(&storage, phase);
 #else
     (void)phase;
     std::abort();

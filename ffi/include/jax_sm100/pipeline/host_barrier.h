@@ -9,7 +9,9 @@
 //   arrive() / arrive(count)    arrivals (release)
 //   arrive_expect_tx(bytes)     tx += bytes, then one arrival
 //   expect_tx(bytes)            tx += bytes
-//   try_wait(phase) -> bool     has the phase with parity `phase` completed? (acquire)
+//   try_wait(phase) -> bool     has the phase with parity `phase` completed? (acquire;
+//                               the device's may first suspend the thread a while)
+//   test_wait(phase) -> bool    the same, answered at once (the pipelines' polls)
 //   wait(phase, site)           block until it has (bounded in debug builds)
 //   complete_tx(bytes)          [host only] tx -= bytes: stands in for the TMA engine
 //   arrive_cluster(rank), ptr() [device only] remote arrive; raw mbarrier pointer
@@ -81,6 +83,8 @@ class HostBarrier {
     return ((state_.load(std::memory_order_acquire) >> 48) & 1u) != (phase & 1u);
 #endif
   }
+  /// The same answer (the host model never suspends in try_wait).
+  JAX_SM100_HD bool test_wait(uint32_t phase) const { return try_wait(phase); }
 
   /// Block until the phase with parity `phase` has completed. Spins, then yields.
   /// Debug builds: past debug::host_wait_timeout_ms() throws PipelineError naming `site`.

@@ -255,13 +255,16 @@ struct ProducerConsumerPipeline {
                                      WaitSite{name, "producer waits for consumer (empty)",
                                               producer_state.index});
   }
-  /// Non-blocking: has the producer filled the current consumer stage?
+  /// Non-blocking: has the producer filled the current consumer stage? (test_wait: it
+  /// answers at once. mbarrier.try_wait may suspend the thread for microseconds first,
+  /// which at a tile's last K block, polling a stage nobody will fill, held the kernel's
+  /// last promotion ~4 us.)
   JAX_SM100_HD bool try_wait_producer() {
-    return full[consumer_state.index].try_wait(consumer_state.phase);
+    return full[consumer_state.index].test_wait(consumer_state.phase);
   }
   /// Non-blocking: have the consumers freed the current producer stage?
   JAX_SM100_HD bool try_wait_consumer() {
-    return empty[producer_state.index].try_wait(producer_state.phase);
+    return empty[producer_state.index].test_wait(producer_state.phase);
   }
   /// wait_producer() / try_wait_producer() on full[stage], which must be the consumer's
   /// current stage, for callers that know it at compile time (a K loop unrolled over the
@@ -271,7 +274,7 @@ struct ProducerConsumerPipeline {
                      WaitSite{name, "consumer waits for producer (full)", stage});
   }
   JAX_SM100_HD bool try_wait_producer_at(uint32_t stage) {
-    return full[stage].try_wait(consumer_state.phase);
+    return full[stage].test_wait(consumer_state.phase);
   }
   /// wait_producer() unless `already_ready` (a true try_wait_producer() result).
   JAX_SM100_HD void wait_producer_if_needed(bool already_ready) {

@@ -62,6 +62,13 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t
   return cuda::ptx::mbarrier_try_wait_parity(bar, parity);
 }
 
+/// mbarrier.test_wait.parity: true if the phase with parity `parity` has completed, at
+/// once (never suspends). For polls whose answer only picks a path, where try_wait's
+/// suspension would be a wait in the wrong place.
+__device__ __forceinline__ bool mbarrier_test_wait_parity(uint64_t* bar, uint32_t parity) {
+  return cuda::ptx::mbarrier_test_wait_parity(bar, parity);
+}
+
 /// try_wait.parity with a suspend-time hint (nanoseconds the thread may sleep in the wait).
 __device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity,
                                                          uint32_t suspend_time_hint_ns) {
