@@ -11,6 +11,8 @@
 //   output_*    OutputTilePipeline (shared memory stands in for TMEM columns) and the
 //               per-K variants (MmaKStage / PerKConsumerStage / EpilogueKContext)
 //   cluster_remote_arrive  2-CTA cluster ping-pong through DeviceBarrier::arrive_cluster
+//   poll_answers_at_once   try_wait_producer / try_wait_consumer on incomplete phases return
+//               false at once (timed), and true once the phase completes
 //
 // Debug-mode checks (binary built with -DJAX_SM100_PIPELINE_DEBUG):
 //   --trap-hang        a consumer that never releases: the producer's bounded wait must
@@ -798,6 +800,50 @@ static void run_output(Ctx& c) {
   if (compare(name.c_str(), got, want, errors)) ++c.passed; else ++c.failures;
 }
 
+// try_wait_producer / try_wait_consumer are polls: on a phase that is not complete they
+// must answer false at once (mbarrier.test_wait), not suspend the thread for the
+// hardware's time limit first as mbarrier.try_wait may. One thread polls a full barrier
+// nobody fills and an empty barrier nobody frees, 256 times each, timed by %globaltimer;
+// then one arrival completes the full barrier's phase and the poll must say so.
+constexpr int kPolls = 256;
+__global__ void poll_kernel(unsigned long long* out) {
+  __shared__ jp::DeviceBarrier bars[2];
+  jp::ProducerConsumerPipeline<1> pipe(bars, "poll");
+  pipe.init_mbars(1, 1);
+  __syncwarp();
+  // The producer's first empty wait passes at once (the phase before phase 0): step past
+  // it so that the empty poll below looks at a phase nobody completes.
+  pipe.producer_step();
+  unsigned trues = 0;
+  const uint64_t t0 = jax_sm100::ptx::globaltimer_ns();
+  for (int i = 0; i < kPolls; ++i) trues += pipe.try_wait_producer() ? 1u : 0u;
+  for (int i = 0; i < kPolls; ++i) trues += pipe.try_wait_consumer() ? 1u : 0u;
+  const uint64_t t1 = jax_sm100::ptx::globaltimer_ns();
+  bars[0].arrive();  // full[0]: the one arrival that completes phase 0
+  const bool seen = pipe.try_wait_producer();
+  out[0] = t1 - t0;
+  out[1] = trues;
+  out[2] = seen ? 1 : 0;
+}
+
+static void run_poll(Ctx& c) {
+  if (!selected(c, "poll_answers_at_once")) return;
+  unsigned long long* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, 3 * sizeof(unsigned long long)));
+  poll_kernel<<<1, 1>>>(d);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  unsigned long long h[3];
+  CUDA_CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+  cudaFree(d);
+  // 512 polls in 50 us would be ~100 ns each; test_wait takes tens of ns, a suspending
+  // try_wait microseconds.
+  const bool ok = h[0] < 50000 && h[1] == 0 && h[2] == 1;
+  std::printf("%s poll_answers_at_once (%d false polls in %llu ns, %llu answered true; complete phase seen: %llu)\n",
+              ok ? "PASS" : "FAIL", 2 * kPolls, h[0], h[1], h[2]);
+  if (ok) ++c.passed; else ++c.failures;
+}
+
 static void run_cluster(Ctx& c) {
   if (!selected(c, "cluster_remote_arrive")) return;
   unsigned* d = nullptr;
@@ -885,6 +931,7 @@ int main(int argc, char** argv) {
   run_output<2, 1>(c);
   run_output<3, 2>(c);
   run_cluster(c);
+  run_poll(c);
   cudaFree(o.d_a);
   cudaFree(o.d_scales);
 
