@@ -76,6 +76,8 @@ __global__ void compile_all(const __grid_constant__ CUtensorMap map, int* out) {
     px::mbarrier_expect_tx(bars[0].ptr(), 16);
     out[0] = px::mbarrier_try_wait_parity(bars[0].ptr(), 0);
     out[1] = px::mbarrier_try_wait_parity(bars[0].ptr(), 0, 1000);
+    out[2] = px::mbarrier_test_wait_parity(bars[0].ptr(), 1);
+    out[3] = bars[1].test_wait(0);
     px::mbarrier_wait_parity(bars[0].ptr(), 1);
     px::mbarrier_arrive_cluster(bars[0].ptr(), 0);
     px::tma_prefetch_descriptor(&map);
