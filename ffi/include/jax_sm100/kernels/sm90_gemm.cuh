@@ -327,6 +327,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           std::move(st).release();
         }
       }
+      // With a cluster, the peers' consumers arrive on this CTA's empty barriers: wait
+      // until all of them released every stage, so that no arrival lands after this CTA
+      // exits. (Every multicast into this CTA has landed: its consumers waited for every
+      // full barrier.) This replaces a cluster barrier at the kernel's end.
+      if constexpr (Cfg::kCluster > 1) producer.drain();
     } else if (Cfg::kResidual && warp == 1 && lane == 0) {
       // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
       for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
@@ -455,11 +460,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
     }
-    if (tid_wg == 0) ptx::tma_store_wait_group<0>();  // smem must outlive the stores
+    // The last stores must have read shared memory before the CTA exits; their global
+    // writes complete with the kernel.
+    if (tid_wg == 0) ptx::tma_store_wait_group_read<0>();
   }
-  // Every thread gets here (no early exits): no CTA may leave while its peer can still
-  // multicast into its shared memory or arrive on its barriers.
-  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
 #endif  // JAX_SM100_SM90A_DEVICE
 }
 
