@@ -880,9 +880,6 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
       store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
     }
   }
-  // The last store must have left shared memory before the CTA exits; its global writes
-  // complete with the kernel.
-  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
 }
 
 /// Math WG with overlapped promotion (one wave): K block kb+1's wgmmas are issued into
@@ -965,9 +962,6 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
     store_tile<Cfg>(final_acc, m, epi, map_d, p, job);
     t = job.t + order.stride;
   }
-  // The last store must have left shared memory before the CTA exits; its global writes
-  // complete with the kernel.
-  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
 }
 
 /// A math WG: its per-WG state, C pipeline and wgmma descriptors, then the main loop of
@@ -983,6 +977,9 @@ __device__ __forceinline__ void math_wg(typename Cfg::InputPipe& pipe, typename 
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
   if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
   else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
+  // The last store must have left shared memory before the CTA exits; its global writes
+  // complete with the kernel.
+  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
 }
 
 /// The kernel. Launch: grid = a multiple of Cfg::kCluster, at most one CTA per SM (the
