@@ -75,6 +75,14 @@ def static_scalar(op: str, name: str, v) -> float:
   return f
 
 
+def static_bool(op: str, name: str, v) -> bool:
+  """A layout flag: a Python (or NumPy) bool, static at trace time."""
+  if not isinstance(v, (bool, np.bool_)):
+    raise TypeError(f"jax_sm100.{op}: {name} must be a Python bool (it picks a static "
+                    f"layout); got {type(v).__name__}.")
+  return bool(v)
+
+
 def batch_shape(op: str, *named_shapes) -> tuple[int, ...]:
   """Broadcast of the operands' leading (batch) dims, NumPy rules."""
   try:

@@ -125,11 +125,16 @@ def _quantize_op(ctx, x, block, dtype, scale_transposed: bool = False):
   return q, (_kernel_scale(s) if scale_transposed else s)
 
 
-def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
+def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn,
+                           scale_transposed=False):
   """Quantize x (R, C) to FP8 with one float32 scale per (block[0], block[1]) tile.
 
   Returns (q, scale): q has x's shape and `dtype`; scale is float32 of shape
   (ceil(R/block[0]), ceil(C/block[1])) and x ~= q * scale per tile.
+  scale_transposed=True returns that scale transposed, (ceil(C/block[1]),
+  ceil(R/block[0])), the same values. With 1x128 blocks this is the A-scale layout
+  fp8_blockwise_matmul(..., a_scale_transposed=True) reads as it is (cuBLASLt's and
+  DeepGEMM's M-major scale layout); the quantize kernel writes it directly.
 
   Exact recipe (all float32, on x converted to float32; any kernel that
   implements it must agree with this reference bit for bit):
@@ -157,7 +162,16 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn):
   if dt not in _checks.FP8_DTYPES:
     raise TypeError(f"jax_sm100.{op}: dtype must be float8_e4m3fn or float8_e5m2; "
                     f"got {dtype!r}.")
-  return _quantize_op(_backend.context(), x, (int(block[0]), int(block[1])), dt)
+  scale_transposed = _checks.static_bool(op, "scale_transposed", scale_transposed)
+  block = (int(block[0]), int(block[1]))
+  ctx = _backend.context()
+  if not scale_transposed:
+    return _quantize_op(ctx, x, block, dt)
+  if block == (1, BLOCK):  # the kernel layout, less its pad columns (R % 4 != 0)
+    q, s = _quantize_op(ctx, x, block, dt, scale_transposed=True)
+    return q, s[:, :x.shape[0]]
+  q, s = _quantize_op(ctx, x, block, dt)
+  return q, s.T
 
 
 def _quantize_dual_launch(x, t_block_rows: int, scale_transposed: bool = False,
@@ -230,20 +244,23 @@ def _quantize_dual_op(ctx, x, t_block_rows: int, scale_transposed: bool = False,
 # fp8_blockwise_matmul
 # ----------------------------------------------------------------------------
 
-def _check_scale(op, name, s, want):
+def _check_scale(op, name, s, want, layout=""):
   _checks.check_dtype(op, name, s, (np.dtype(np.float32),))
   if tuple(s.shape) != tuple(want):
-    raise ValueError(f"jax_sm100.{op}: {name} must have shape {tuple(want)}; "
-                     f"got {tuple(s.shape)}.")
+    raise ValueError(f"jax_sm100.{op}: {name} must have shape {tuple(want)}"
+                     f"{' = ' + layout if layout else ''}; got {tuple(s.shape)}.")
 
 
 def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
-                         out_dtype=jnp.bfloat16):
+                         out_dtype=jnp.bfloat16, a_scale_transposed=False):
   """(a * a_scale) @ (b * b_scale)^T (+ beta * c), DeepGEMM/cuBLASLt layout.
 
   Args:
     a: (M, K) float8_e4m3fn, scaled by a_scale (M, ceil(K/128)) float32 in 1x128
-      blocks along K.
+      blocks along K; with a_scale_transposed=True, a_scale comes transposed,
+      (ceil(K/128), M): the layout the kernel reads (cuBLASLt's and DeepGEMM's
+      M-major A scales, what quantize_fp8_blockwise(..., scale_transposed=True)
+      returns), so no transpose runs before it (a pad when M % 4 != 0).
     b: (N, K) float8_e4m3fn (K-major, i.e. the weight transposed), scaled by
       b_scale (ceil(N/128), ceil(K/128)) float32 in 128x128 blocks.
     c: optional residual (M, N) with the output dtype; beta a finite Python real
@@ -266,7 +283,12 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
   if k != kb:
     raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
                      f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
-  _check_scale(op, "a_scale", a_scale, (m, _cdiv(k, BLOCK)))
+  a_scale_transposed = _checks.static_bool(op, "a_scale_transposed", a_scale_transposed)
+  if a_scale_transposed:
+    _check_scale(op, "a_scale", a_scale, (_cdiv(k, BLOCK), m),
+                 "(ceil(K/128), M) with a_scale_transposed=True")
+  else:
+    _check_scale(op, "a_scale", a_scale, (m, _cdiv(k, BLOCK)))
   _check_scale(op, "b_scale", b_scale, (_cdiv(n, BLOCK), _cdiv(k, BLOCK)))
   beta = _checks.static_scalar(op, "beta", beta)
   out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.bfloat16)
@@ -278,7 +300,8 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
     if tuple(c.shape) != (m, n):
       raise ValueError(f"jax_sm100.{op}: c must have shape (M, N) = {(m, n)}; "
                        f"got {tuple(c.shape)}.")
-  return _gemm.fp8_gemm(_backend.context(), a, a_scale, b, b_scale, c, beta, out_dtype)
+  return _gemm.fp8_gemm(_backend.context(), a, a_scale, b, b_scale, c, beta, out_dtype,
+                        a_scale_transposed)
 
 
 # ----------------------------------------------------------------------------

@@ -244,10 +244,16 @@ def fp8_kernel_a_scale(a_scale):
   """a's scales (M, ceil(K/128)) -> the fp8 kernel's layout (ceil(K/128), round_up(M, 4)):
   transposed so that one TMA box brings a stage's scales. Pad entries are 1, as the
   quantize kernels write them (the GEMM never reads them)."""
-  m = a_scale.shape[0]
+  return fp8_pad_a_scale_t(a_scale.T)
+
+
+def fp8_pad_a_scale_t(a_scale_t):
+  """a's scales transposed, (ceil(K/128), M) -> the fp8 kernel's layout: M padded to a
+  multiple of 4 (16-byte TMA rows) with 1s; no copy when M % 4 == 0."""
+  m = a_scale_t.shape[1]
   mp = _round_up(m, 4)
-  st = a_scale.T
-  return st if mp == m else jnp.pad(st, ((0, 0), (0, mp - m)), constant_values=1.0)
+  return a_scale_t if mp == m else jnp.pad(a_scale_t, ((0, 0), (0, mp - m)),
+                                           constant_values=1.0)
 
 
 def fp8_documented_a_scale(a_scale_k, m: int):
@@ -318,21 +324,24 @@ def _fp8_kernel(residual: bool, beta: float):
 
 
 @functools.lru_cache(maxsize=None)
-def _fp8_kernel_scales_ready():
-  """The fp8 launch (no residual) with a's scales already in the kernel layout
-  (ceil(K/128), round_up(M, 4)). vmap rule: the scales go back to the documented
-  layout and the batched call takes _fp8_kernel's rule (fold into M, or reference)."""
+def _fp8_kernel_scales_ready(residual: bool = False, beta: float = 0.0):
+  """The fp8 launch with a's scales already in the kernel layout (ceil(K/128),
+  round_up(M, 4)). vmap rule: the scales go back to the documented layout and the
+  batched call takes _fp8_kernel's rule (fold into M, or reference)."""
 
   @custom_vmap
-  def call(a, a_scale_k, b, b_scale):
-    return _fp8_launch(a, a_scale_k, b, b_scale, None, 0.0, a_scale_kernel_layout=True)
+  def call(*ops):
+    a, a_scale_k, b, b_scale = ops[:4]
+    return _fp8_launch(a, a_scale_k, b, b_scale, ops[4] if residual else None, beta,
+                       a_scale_kernel_layout=True)
 
   @call.def_vmap
-  def rule(axis_size, in_batched, a, a_scale_k, b, b_scale):
+  def rule(axis_size, in_batched, *ops):
+    a, a_scale_k = ops[:2]
     a_scale = fp8_documented_a_scale(a_scale_k, a.shape[-2])
     axes = [0 if bt else None for bt in in_batched]
-    d = jax.vmap(_fp8_kernel(False, 0.0), in_axes=axes, axis_size=axis_size)(
-        a, a_scale, b, b_scale)
+    d = jax.vmap(_fp8_kernel(residual, beta), in_axes=axes, axis_size=axis_size)(
+        a, a_scale, *ops[2:])
     return d, True
 
   return call
@@ -345,17 +354,24 @@ def fp8_kernel_ok(ctx: Context, m: int, n: int, k: int, out_dtype, residual: boo
           and min(m, n, k) > 0 and k <= FP8_MAX_K)
 
 
-def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, c, beta: float, out_dtype):
-  """(a*a_scale) @ (b*b_scale)^T (+ beta*c): fp8 kernel when supported, else reference."""
+def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, c, beta: float, out_dtype,
+             a_scale_transposed: bool = False):
+  """(a*a_scale) @ (b*b_scale)^T (+ beta*c): fp8 kernel when supported, else reference.
+  a_scale_transposed: a_scale is (ceil(K/128), M), which the kernel reads without a
+  transpose (only padded when M % 4 != 0)."""
   out_dtype = np.dtype(out_dtype)
   if beta == 0.0:
     c = None  # beta == 0: c is never read
   (m, k), n = a.shape, b.shape[0]
   if (a.dtype == E4M3 and b.dtype == E4M3 and (c is None or c.dtype == BF16)
       and fp8_kernel_ok(ctx, m, n, k, out_dtype, residual=c is not None)):
-    if c is None:
-      return _fp8_kernel(False, 0.0)(a, a_scale, b, b_scale)
-    return _fp8_kernel(True, float(beta))(a, a_scale, b, b_scale, c)
+    residual, beta_k = ((), 0.0) if c is None else ((c,), float(beta))
+    if a_scale_transposed:
+      return _fp8_kernel_scales_ready(c is not None, beta_k)(
+          a, fp8_pad_a_scale_t(a_scale), b, b_scale, *residual)
+    return _fp8_kernel(c is not None, beta_k)(a, a_scale, b, b_scale, *residual)
+  if a_scale_transposed:
+    a_scale = a_scale.T
   return ref_fp8_gemm(a, a_scale, b, b_scale, c, beta, out_dtype)
 
 

@@ -5,8 +5,12 @@
 Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^T):
   ours            jax_sm100.fp8_blockwise_matmul (documented layouts: a_scale (M, K/128),
                   which the op transposes for the kernel in a small XLA op)
-  ours_kernel     FFI target jax_sm100_fp8_gemm alone, a_scale given already transposed
-                  (ceil(K/128), round_up(M, 4)) (what a quantizer can emit directly)
+  ours_kernel     jax_sm100.fp8_blockwise_matmul(..., a_scale_transposed=True): a_scale
+                  given as (ceil(K/128), M), the bytes cuBLASLt's scale_a (M, K/128) with
+                  strides (1, M) holds and what quantize_fp8_blockwise(...,
+                  scale_transposed=True) returns; the kernel reads it as it is (no XLA op
+                  before it when M % 4 == 0). Until the fifteenth session this column
+                  called the FFI target directly, the same launch.
   cublas_block    cuBLASLt blockwise FP8 (1x128 for a, 128x128 for b) through torch
   cublas_tensor   cuBLASLt per-tensor FP8 (torch._scaled_mm with scalar scales)
   xla_bf16        XLA jnp.dot in bf16
@@ -318,7 +322,9 @@ def bench_gemm(shapes, reps, log):
     ref = ad @ bd.T
     row["ours_calc_diff"] = calc_diff(d, ref)
     if have_kernel:
-      kern, tsets = fp8_kernel(sets, m, n)
+      kern = lambda a, st, b, sb: jax_sm100.fp8_blockwise_matmul(  # noqa: E731
+          a, st, b, sb, a_scale_transposed=True)
+      tsets = [(a, sa.T, b, sb) for (a, sa, b, sb) in sets]
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
         gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))

@@ -102,6 +102,8 @@ QUANT_CASES = [
     (_sds((4, 8)), {"block": (1.0, 128)}, ValueError, r"block must be a pair of positive ints"),
     (_sds((4, 8)), {"dtype": jnp.int8}, TypeError,
      r"quantize_fp8_blockwise: dtype must be float8_e4m3fn or float8_e5m2"),
+    (_sds((4, 8)), {"scale_transposed": 1}, TypeError,
+     r"quantize_fp8_blockwise: scale_transposed must be a Python bool .*; got int"),
 ]
 
 
@@ -133,6 +135,14 @@ FP8_CASES = [
      r"fp8_blockwise_matmul: c must have the output dtype bfloat16; got float32"),
     ({}, {"beta": float("nan")}, ValueError, r"beta must be a finite real number"),
     ({}, {"out_dtype": jnp.int32}, TypeError, r"out_dtype must be one of"),
+    ({"a_scale": _sds((3, 200), F32)}, {"a_scale_transposed": True}, None, None),
+    ({}, {"a_scale_transposed": True}, ValueError,
+     r"fp8_blockwise_matmul: a_scale must have shape \(3, 200\) = \(ceil\(K/128\), M\) "
+     r"with a_scale_transposed=True; got \(200, 3\)"),
+    ({"a_scale": _sds((3, 200), F32)}, {}, ValueError,
+     r"a_scale must have shape \(200, 3\); got \(3, 200\)"),
+    ({}, {"a_scale_transposed": "yes"}, TypeError,
+     r"fp8_blockwise_matmul: a_scale_transposed must be a Python bool .*; got str"),
 ]
 
 

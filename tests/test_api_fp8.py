@@ -151,6 +151,35 @@ def test_fp8_blockwise_matmul_beta_zero_does_not_read_c(rng):
   assert np.isfinite(f64(got)).all()
 
 
+@pytest.mark.parametrize("shape", [(3, 5), (257, 129), (130, 300)])
+@pytest.mark.parametrize("block", BLOCKS)
+def test_quantize_scale_transposed_is_the_transpose(rng, shape, block):
+  x = _spread(rng, shape, jnp.bfloat16)
+  q, s = jax_sm100.quantize_fp8_blockwise(x, block=block)
+  qt, st = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(
+      x, block=block, scale_transposed=True))(x)
+  assert st.shape == s.shape[::-1]
+  np.testing.assert_array_equal(np.asarray(st), np.asarray(s).T)
+  np.testing.assert_array_equal(f64(qt), f64(q))
+
+
+@pytest.mark.parametrize("m,n,k", MNK)
+@pytest.mark.parametrize("with_c", [False, True])
+def test_fp8_blockwise_matmul_a_scale_transposed_is_the_same_product(rng, m, n, k, with_c):
+  a, a_s, b, b_s = _random_fp8_operands(rng, m, n, k)
+  kw = dict(c=random_array(rng, (m, n), jnp.bfloat16), beta=0.5) if with_c else {}
+  want = jax_sm100.fp8_blockwise_matmul(a, a_s, b, b_s, **kw)
+  got = jax.jit(lambda a, st, b, sb: jax_sm100.fp8_blockwise_matmul(
+      a, st, b, sb, a_scale_transposed=True, **kw))(a, a_s.T, b, b_s)
+  np.testing.assert_array_equal(f64(got), f64(want))
+  # vmap over a batch of a (its scales batched along their leading, K-block axis 0 too)
+  a2, a2_s, _, _ = _random_fp8_operands(rng, m, n, k)
+  f = lambda a, st: jax_sm100.fp8_blockwise_matmul(a, st, b, b_s, a_scale_transposed=True)
+  got_v = jax.vmap(f)(jnp.stack([a, a2]), jnp.stack([a_s.T, a2_s.T]))
+  for i, (ai, si) in enumerate(((a, a_s), (a2, a2_s))):
+    np.testing.assert_array_equal(f64(got_v[i]), f64(jax_sm100.fp8_blockwise_matmul(ai, si, b, b_s)))
+
+
 # --------------------------------------------------------------------------
 # fp8_dot
 # --------------------------------------------------------------------------

@@ -231,3 +231,52 @@ def test_fp8_dot_fused_scales_are_bit_identical(rng, emulated_kernels, monkeypat
   fused, fused_v = f(x, w), fv(xb, w)
   for a, b in zip(jax.tree.leaves((base, base_v)), jax.tree.leaves((fused, fused_v))):
     np.testing.assert_array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)))
+
+
+# ---------------------------------------------------------------------------
+# Transposed scales in the public API: quantize_fp8_blockwise(scale_transposed=True)
+# feeds fp8_blockwise_matmul(a_scale_transposed=True) with nothing in between.
+# ---------------------------------------------------------------------------
+
+def _public_chain(transposed, c=None, beta=1.0):
+  def f(x, b, sb):
+    a, sa = jax_sm100.quantize_fp8_blockwise(x, scale_transposed=transposed)
+    return jax_sm100.fp8_blockwise_matmul(a, sa, b, sb, c=c, beta=beta,
+                                          a_scale_transposed=transposed)
+  return f
+
+
+def test_transposed_scales_reach_the_gemm_without_a_transpose(fake_sm90):
+  x = jnp.ones((64, 256), jnp.bfloat16)
+  b, sb = jnp.ones((128, 256), jnp.float8_e4m3fn), jnp.ones((1, 2), jnp.float32)
+  default = jax.jit(_public_chain(False)).lower(x, b, sb).as_text()
+  assert "stablehlo.transpose" in default  # documented layout: XLA transposes a's scales
+  text = jax.jit(_public_chain(True)).lower(x, b, sb).as_text()
+  assert "custom_call @jax_sm100_fp8_gemm(" in text
+  assert re.search(r"custom_call @" + TARGET + r"\(.*scale_transposed = 1 : i32", text)
+  assert "stablehlo.transpose" not in text
+  # vmap over a batch of x: still one quantize and one GEMM launch (folded into M)
+  fv = jax.jit(jax.vmap(_public_chain(True), in_axes=(0, None, None)))
+  text = fv.lower(jnp.ones((3, 64, 256), jnp.bfloat16), b, sb).as_text()
+  assert text.count("custom_call @jax_sm100_fp8_gemm(") == 1
+  assert text.count("custom_call @" + TARGET + "(") == 1
+
+
+@pytest.mark.parametrize("m", [50, 64])  # 50: the kernel layout's pad columns
+@pytest.mark.parametrize("with_c", [False, True])
+def test_emulated_transposed_scales_give_the_same_product(rng, emulated_kernels, m, with_c):
+  x = random_array(rng, (m, 300), jnp.bfloat16, scale=3.0)
+  b, sb = jax_sm100.quantize_fp8_blockwise(random_array(rng, (136, 300), jnp.bfloat16),
+                                           block=(128, 128))
+  kw = dict(c=random_array(rng, (m, 136), jnp.bfloat16), beta=-0.5) if with_c else {}
+  want = jax.jit(_public_chain(False, **kw))(x, b, sb)
+  got = jax.jit(_public_chain(True, **kw))(x, b, sb)
+  gemm = "jax_sm100_fp8_gemm_residual" if with_c else "jax_sm100_fp8_gemm"
+  assert any(call[0] == gemm for call in emulated_kernels)
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+  # vmap over a batch of x
+  xb = jnp.stack([x, x[::-1]])
+  got_v = jax.jit(jax.vmap(_public_chain(True), in_axes=(0, None, None)))(xb, b, sb)
+  for i in range(2):
+    np.testing.assert_array_equal(np.asarray(got_v[i], np.float32),
+                                  np.asarray(_public_chain(False)(xb[i], b, sb), np.float32))

@@ -314,6 +314,35 @@ def test_public_op_uses_kernel_and_matches(rng):
   check(f(a, sa, b, sb), reference(a, sa, b, sb), "fp8_blockwise_matmul")
 
 
+@pytest.mark.parametrize("m", [256, 250])  # 250: the kernel layout's pad columns
+def test_public_ops_with_transposed_scales(rng, m):
+  """quantize_fp8_blockwise(scale_transposed=True) into fp8_blockwise_matmul(
+  a_scale_transposed=True): the same product, bit for bit, as the documented layouts;
+  with M % 4 == 0 no XLA op runs between the two kernels (no transpose, no copy)."""
+  n, k = 384, 640
+  x = jnp.asarray(rng.standard_normal((m, k)).astype(np.float32)).astype(jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((n, k)).astype(np.float32)).astype(jnp.bfloat16)
+  b, sb = jax_sm100.quantize_fp8_blockwise(w, block=(128, 128))
+
+  def chain(transposed):
+    def f(x):
+      a, sa = jax_sm100.quantize_fp8_blockwise(x, scale_transposed=transposed)
+      return jax_sm100.fp8_blockwise_matmul(a, sa, b, sb, a_scale_transposed=transposed)
+    return jax.jit(f)
+
+  a, sa = jax_sm100.quantize_fp8_blockwise(x)
+  _, st = jax_sm100.quantize_fp8_blockwise(x, scale_transposed=True)
+  assert _bits_equal(st, np.asarray(sa).T)
+  got = chain(True)(x)
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(chain(False)(x), np.float32))
+  check(got, reference(a, sa, b, sb), f"transposed scales, M={m}")
+  if m % 4 == 0:
+    hlo = chain(True).lower(x).compile().as_text()
+    assert hlo.count(f'custom_call_target="{QUANT}"') == 1
+    assert hlo.count(f'custom_call_target="{FP8}"') == 1
+    assert " transpose(" not in hlo and " copy(" not in hlo, hlo
+
+
 def test_fp8_dot_forward_and_grad_against_f64(rng):
   """fp8_dot end to end on the kernels: forward vs the float64 product of the
   dequantized operands; grads close to the float64 grads of the unquantized product
