@@ -62,7 +62,7 @@ using jax_sm100::host::sm_count;
 int pick_block_n(int64_t m, int64_t n) {
   if (const char* env = std::getenv("JAX_SM100_FP8_BLOCK_N")) {
     const int v = std::atoi(env);
-    if (v == 64 || v == 128 || v == 192 || v == 256) return v;
+    if (v == 64 || v == 128 || v == 192) return v;
   }
   const int64_t tiles128 = ((m + 127) / 128) * ((n + 127) / 128);
   return tiles128 < sm_count() ? 64 : 128;
@@ -335,10 +335,6 @@ ffi::Error dispatch_cluster(cudaStream_t stream, const Operands& o, int bm, int 
     if (bn == 192) {
       if constexpr (RESIDUAL) bn = 128;
       else return launch<192, RESIDUAL, CLUSTER>(stream, o);
-    }
-    if (bn == 256) {  // chunked promotion, 128 rows; no residual (no smem for C): 128 then
-      if constexpr (RESIDUAL) bn = 128;
-      else return launch<256, false, CLUSTER>(stream, o);
     }
     if (overlap) {
       if (bn == 64) return launch<64, RESIDUAL, CLUSTER, true>(stream, o);

@@ -61,7 +61,6 @@
 #include "jax_sm100/pipeline/tile_pipeline.h"
 #include "jax_sm100/ptx/elect.cuh"
 #include "jax_sm100/ptx/fence.cuh"
-#include "jax_sm100/ptx/ldmatrix.cuh"
 #include "jax_sm100/ptx/ld_shared.cuh"
 #include "jax_sm100/ptx/mbarrier.cuh"
 #include "jax_sm100/ptx/stmatrix.cuh"
@@ -123,22 +122,13 @@ struct Fp8GemmConfig {
   static constexpr int kMathRegs = kMathWGs == 3 ? 160 : 232;
   static_assert(kMathWGs * 128 * kMathRegs + 128 * kProducerRegs <= 65536, "register budget");
   static constexpr int kAcc = BLOCK_N / 2;  // fp32 accumulator registers per thread and wave
-  // Chunked form (128x256 tiles): each math WG's 64 x 256 result is promoted from four
-  // 64-column chunks, two fresh 32-register accumulators taking turns, so one chunk's
-  // FFMAs run while the next chunk's wgmmas do (overlapped promotion at 128 final
-  // registers). A comes from registers (ldmatrix once per K block, reused by the four
-  // chunks), so shared memory feeds wgmma B only.
-  static constexpr bool kChunked = BLOCK_N_ == 256;
-  static constexpr int kChunkN = 64, kChunks = BLOCK_N / kChunkN, kChunkAcc = kChunkN / 2;
-  static_assert(!kChunked || (kWaves == 1 && kMathWGs == 2 && !kOverlap && !RESIDUAL_),
-                "256-wide tiles: 128 rows, chunked promotion, no residual (no smem for C)");
   // Every 128-column scale block starts on an 8-column group of every tile, so the
   // per-column choice of b scale is per group of 8 (the wgmma accumulator's grain).
   static constexpr bool kUniformScaleB = (kScaleBlock % BLOCK_N) == 0;
   static constexpr int kScaleBRows = kUniformScaleB ? 1 : 2;
   static constexpr int kEpiChunk = 64;  // bf16 columns per 128-byte swizzle span
 
-  static_assert(BLOCK_N % kEpiChunk == 0 && (BLOCK_N <= 192 || kChunked),
+  static_assert(BLOCK_N % kEpiChunk == 0 && BLOCK_N <= 192,
                 "BLOCK_N in {64, 128, 192}: 64-column epilogue chunks, <= 2 scale blocks per "
                 "tile, and 2*BLOCK_N/2 fp32 registers must fit under 232");
   static_assert(BLOCK_K == kScaleBlock, "one K stage must be exactly one scale block");
@@ -169,7 +159,6 @@ struct Fp8GemmConfig {
   // lane per math warp).
   using ScalePipe = pipeline::ProducerConsumerPipeline<2>;
   using Mma = ptx::WgmmaFp8E4M3<BLOCK_N>;
-  using MmaChunk = ptx::WgmmaFp8E4M3RS<kChunkN>;  // the chunked form's A-from-registers MMA
 
   /// Fixed part of shared memory (the B-scale rows follow it, sized by K at launch).
   struct alignas(1024) Smem {
@@ -975,131 +964,6 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
   }
 }
 
-/// Chunked form: issue chunk C (columns C*64 .. +63) of a K block into `acc`: 4 x wgmma
-/// m64n64k32 with A from this thread's fragment registers `a` (one per k32 slice) and B
-/// from the stage (b_lo: its descriptor low word); committed as one group.
-template <class Cfg, int C>
-__device__ __forceinline__ void issue_chunk(float (&acc)[Cfg::kChunkAcc], const uint32_t (&a)[4][4],
-                                            uint32_t b_lo) {
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc[i]);
-  ptx::wgmma_fence();
-  // Chunk C starts at B row C*64: 64 rows of 128 bytes further (>> 4 in the descriptor).
-  constexpr uint32_t kChunkDesc = C * Cfg::kChunkN * Cfg::BLOCK_K >> 4;
-#pragma unroll
-  for (int k = 0; k < Cfg::BLOCK_K / 32; ++k)
-    Cfg::MmaChunk::mma(acc, a[k], TileDescs<Cfg>::desc(b_lo + kChunkDesc + 2 * k), k > 0 ? 1 : 0);
-  ptx::wgmma_commit();
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc[i]);
-}
-
-/// Chunked form: final columns of chunk C += acc * scale (chunks 0, 1 lie in the tile's
-/// first 128-column scale block, 2, 3 in the second: 256-wide tiles start on a block).
-template <class Cfg, int C>
-__device__ __forceinline__ void promote_chunk(float (&final_acc)[Cfg::kAcc], const float (&acc)[Cfg::kChunkAcc],
-                                              const KScales& sc) {
-  const float s_r0 = C < 2 ? sc.s00 : sc.s01, s_r8 = C < 2 ? sc.s10 : sc.s11;
-#pragma unroll
-  for (int g = 0; g < Cfg::kChunkAcc / 4; ++g) {
-    final_acc[C * Cfg::kChunkAcc + 4 * g + 0] += s_r0 * acc[4 * g + 0];
-    final_acc[C * Cfg::kChunkAcc + 4 * g + 1] += s_r0 * acc[4 * g + 1];
-    final_acc[C * Cfg::kChunkAcc + 4 * g + 2] += s_r8 * acc[4 * g + 2];
-    final_acc[C * Cfg::kChunkAcc + 4 * g + 3] += s_r8 * acc[4 * g + 3];
-  }
-}
-
-/// Chunked form, start of a K block in stage s: this WG's A rows into registers (one
-/// ldmatrix x4 per k32 slice: `a_ld` is this lane's row address in the stage, the
-/// slice's 32 bytes found by XOR into the 128-byte swizzle), then chunks 0 and 1 issued
-/// into acc_x / acc_y (not waited for).
-template <class Cfg>
-__device__ __forceinline__ void chunked_head(uint32_t (&a)[4][4], float (&acc_x)[Cfg::kChunkAcc],
-                                             float (&acc_y)[Cfg::kChunkAcc], uint32_t a_ld, uint32_t b_lo) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k) ptx::ldmatrix_x4(a_ld ^ (static_cast<uint32_t>(k) << 5), a[k]);
-  issue_chunk<Cfg, 0>(acc_x, a, b_lo);
-  issue_chunk<Cfg, 1>(acc_y, a, b_lo);
-}
-
-/// Chunked form, rest of the K block chunked_head began (stage s, scales sc): each
-/// chunk's promotion runs while the next chunk's wgmmas do; after the last one the stage
-/// is freed (A was copied to registers, B read) and the last chunk promoted.
-template <class Cfg, class Ring>
-__device__ __forceinline__ void chunked_finish(Ring& ring, float (&final_acc)[Cfg::kAcc],
-                                               float (&acc_x)[Cfg::kChunkAcc], float (&acc_y)[Cfg::kChunkAcc],
-                                               uint32_t (&a)[4][4], const KScales& sc, uint32_t s,
-                                               uint32_t b_lo, int lane) {
-  static_assert(Cfg::kChunks == 4, "four 64-column chunks");
-  ptx::wgmma_wait<1>();  // chunk 0
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc_x[i]);
-  promote_chunk<Cfg, 0>(final_acc, acc_x, sc);
-  issue_chunk<Cfg, 2>(acc_x, a, b_lo);
-  ptx::wgmma_wait<1>();  // chunk 1
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc_y[i]);
-  promote_chunk<Cfg, 1>(final_acc, acc_y, sc);
-  issue_chunk<Cfg, 3>(acc_y, a, b_lo);
-  ptx::wgmma_wait<1>();  // chunk 2
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc_x[i]);
-  promote_chunk<Cfg, 2>(final_acc, acc_x, sc);
-  ptx::wgmma_wait<0>();  // chunk 3: the stage and the A registers are free
-#pragma unroll
-  for (int i = 0; i < Cfg::kChunkAcc; ++i) ptx::fence_operand(acc_y[i]);
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) ptx::fence_operand(a[k][j]);
-  release_input_barrier<Cfg>(ring.consumer_mbar(s), lane);
-  ring.consumer_step();
-  promote_chunk<Cfg, 3>(final_acc, acc_y, sc);
-}
-
-/// Math WG of the chunked form (128x256 tiles), tile by tile. Chained (p.chain_tiles):
-/// the next tile's first two chunks are issued before this tile's epilogue.
-template <class Cfg, class Ring>
-__device__ __forceinline__ void math_loop_chunked(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
-                                                  const TileDescs<Cfg>& descs, uint32_t a_ld0,
-                                                  const CUtensorMap* map_d, const Fp8GemmParams& p,
-                                                  const GroupedTileOrder& order) {
-  float final_acc[1][Cfg::kAcc], acc_x[Cfg::kChunkAcc], acc_y[Cfg::kChunkAcc];
-  uint32_t a[4][4];
-  constexpr uint32_t kAStage = Cfg::Tiles::a_bytes;
-  int t = order.first;
-  TileJob job;
-  while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
-    ring.wait_producer();
-    uint32_t s0 = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
-    KScales sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, p.num_kb);
-    chunked_head<Cfg>(a, acc_x, acc_y, a_ld0 + s0 * kAStage, descs.b_lo(s0));
-    while (true) {
-      zero<Cfg>(final_acc);
-      chunked_finish<Cfg>(ring, final_acc[0], acc_x, acc_y, a, sc0, s0, descs.b_lo(s0), m.lane);
-      for (int kb = 1; kb < p.num_kb; ++kb) {
-        ring.wait_producer();  // A, B, A-scales of K block kb have landed
-        const uint32_t s = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
-        const KScales sc = read_scales<Cfg>(descs, s, 0, job.sfb, kb, p.num_kb);
-        chunked_head<Cfg>(a, acc_x, acc_y, a_ld0 + s * kAStage, descs.b_lo(s));
-        chunked_finish<Cfg>(ring, final_acc[0], acc_x, acc_y, a, sc, s, descs.b_lo(s), m.lane);
-      }
-      const TileJob done = job;
-      t = job.t + order.stride;
-      if (!p.chain_tiles || t >= order.count() || m.waves_live(order, p, t) == 0) {
-        store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
-        break;
-      }
-      job = m.begin_tile(order, p, t);
-      ring.wait_producer();
-      s0 = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
-      sc0 = read_scales<Cfg>(descs, s0, 0, job.sfb, 0, p.num_kb);
-      chunked_head<Cfg>(a, acc_x, acc_y, a_ld0 + s0 * kAStage, descs.b_lo(s0));  // runs during the epilogue
-      store_tile<Cfg>(final_acc, m, epi, map_d, p, done);
-    }
-  }
-}
-
 /// A math WG: its per-WG state, C pipeline and wgmma descriptors, then the main loop of
 /// the configuration (overlapped promotion, or one accumulator).
 template <class Cfg>
@@ -1111,20 +975,8 @@ __device__ __forceinline__ void math_wg(typename Cfg::InputPipe& pipe, typename 
   // pipelines would put the array in local memory).
   typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "fp8_c");
   const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
-  if constexpr (Cfg::kChunked) {
-    // This lane's ldmatrix row in stage 0: row l % 8 of tile l / 8 of the warp's 16 rows
-    // (tiles 1 and 3 are rows 8-15), 16-byte unit l / 16 of the slice, swizzled by the
-    // row (unit ^ row % 8; the slice's units 2k, 2k + 1 are then an XOR with k << 5).
-    const int row = wave_row0<Cfg>(m.wg, 0) + (m.t128 / 32) * 16 + m.lane % 8 + 8 * ((m.lane / 8) % 2);
-    uint32_t a_ld0 = ptx::smem_addr(pipe.tiles->a_tile(0) + row * Cfg::BLOCK_K) +
-                     ((static_cast<uint32_t>(m.lane / 16) ^ static_cast<uint32_t>(m.lane % 8)) << 4);
-    asm volatile("" : "+r"(a_ld0));
-    math_loop_chunked<Cfg>(m, pipe.pipeline, epi, descs, a_ld0, map_d, p, order);
-  } else if constexpr (Cfg::kOverlap) {
-    math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
-  } else {
-    math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
-  }
+  if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
+  else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, map_d, p, order);
   // The last store must have left shared memory before the CTA exits; its global writes
   // complete with the kernel.
   if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();

@@ -192,34 +192,4 @@ struct WgmmaFp8E4M3<256> {
   }
 };
 
-/// One warpgroup MMA m64 x N x k32, e4m3 inputs, A from registers (a warp's m16 x k32
-/// fragment: 4 registers of 4 bytes, see ldmatrix.cuh), B from shared memory, fp32
-/// accumulators. The A registers must stay untouched until the wgmma is waited for.
-template <int N>
-struct WgmmaFp8E4M3RS;
-
-template <>
-struct WgmmaFp8E4M3RS<64> {
-  static constexpr int kAccRegs = 32;
-  /// d (+)= A(a) * B(desc_b)^T over k32; scale_d == 0 overwrites d.
-  __device__ __forceinline__ static void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                             int scale_d) {
-#if JAX_SM100_SM90A_DEVICE
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    (void)d; (void)a; (void)desc_b; (void)scale_d;
-    __trap();
-#endif
-  }
-};
-
 }  // namespace jax_sm100::ptx
