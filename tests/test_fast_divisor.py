@@ -1,4 +1,4 @@
-"""CPU test of FastDivisor (ffi/include/jax_sm100/kernels/fast_divisor.h), the FP8 GEMM's
+"""CPU test of FastDivisor (ffi/include/jax_sm100/common/fast_divisor.h), the FP8 GEMM's
 tile-order division: tests/cpp/fast_divisor_test.cc checks it against / and % over every
 divisor up to 4096, powers of two and their neighbours up to 2^30, and random divisors,
 on dense, boundary and random x < 2^31. Skipped only when no C++ compiler is found."""

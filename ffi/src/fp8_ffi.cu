@@ -23,10 +23,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "device_info.h"
-#include "handlers.h"
-#include "jax_sm100/kernels/sm90_fp8_gemm.cuh"
-#include "sm90_tma_host.h"
+#include "common/device.h"
+#include "targets.h"
+#include "jax_sm100/kernels/sm90/fp8_gemm.cuh"
+#include "common/tensor_map.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

@@ -28,8 +28,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "handlers.h"
-#include "sm90_gemm_host.h"
+#include "targets.h"
+#include "sm90/gemm_launch.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

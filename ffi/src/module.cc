@@ -1,15 +1,14 @@
-// The one nanobind module of jax_sm100: hands the FFI handler capsules to
-// Python (jax_sm100/_ffi_registry.py registers them for platform CUDA) and
-// reports what was compiled.
+// The one nanobind module of jax_sm100: hands the registration table (targets.h) to
+// Python, which registers the handlers for platform CUDA, and reports what was compiled.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <string>
-#include <utility>
+#include <type_traits>
 #include <vector>
 
-#include "handlers.h"
+#include "targets.h"
 
 namespace nb = nanobind;
 
@@ -44,15 +43,33 @@ NB_MODULE(_ffi, m) {
       },
       "GPU architectures with machine code in this build, e.g. ['sm_90a', 'sm_100a'].");
 
+  m.def("target_names", []() {
+        std::vector<std::string> names;
+#define JAX_SM100_NAME(name, symbol, sm100) names.push_back(name);
+        JAX_SM100_FFI_TARGETS(JAX_SM100_NAME)
+#undef JAX_SM100_NAME
+        return names;
+      },
+      "Every FFI target this package defines (also in a build without CUDA).");
+
+  m.def("sm100_targets", []() {
+        std::vector<std::string> names;
+#if JAX_SM100_WITH_CUDA
+#define JAX_SM100_SM100(name, symbol, sm100) \
+  if (sm100) names.push_back(name);
+        JAX_SM100_FFI_TARGETS(JAX_SM100_SM100)
+#undef JAX_SM100_SM100
+#endif
+        return names;
+      },
+      "Targets whose handlers have an sm_100a kernel in this build.");
+
   m.def("registrations", []() {
         nb::dict targets;
 #if JAX_SM100_WITH_CUDA
-        targets["jax_sm100_quantize_fp8"] = handler_capsule(&JaxSm100QuantizeFp8);
-        targets["jax_sm100_quantize_fp8_dual"] = handler_capsule(&JaxSm100QuantizeFp8Dual);
-        targets["jax_sm100_gemm"] = handler_capsule(&JaxSm100Gemm);
-        targets["jax_sm100_gemm_residual"] = handler_capsule(&JaxSm100GemmResidual);
-        targets["jax_sm100_fp8_gemm"] = handler_capsule(&JaxSm100Fp8Gemm);
-        targets["jax_sm100_fp8_gemm_residual"] = handler_capsule(&JaxSm100Fp8GemmResidual);
+#define JAX_SM100_CAPSULE(name, symbol, sm100) targets[name] = handler_capsule(&symbol);
+        JAX_SM100_FFI_TARGETS(JAX_SM100_CAPSULE)
+#undef JAX_SM100_CAPSULE
 #endif
         return targets;
       },

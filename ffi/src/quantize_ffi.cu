@@ -29,9 +29,9 @@
 #include <cstdint>
 #include <string>
 
-#include "device_info.h"
-#include "handlers.h"
-#include "jax_sm100/kernels/quantize_fp8.cuh"
+#include "common/device.h"
+#include "targets.h"
+#include "jax_sm100/kernels/common/quantize_fp8.cuh"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

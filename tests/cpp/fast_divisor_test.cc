@@ -1,4 +1,4 @@
-// FastDivisor (ffi/include/jax_sm100/kernels/fast_divisor.h) against the / and %
+// FastDivisor (ffi/include/jax_sm100/common/fast_divisor.h) against the / and %
 // operators: every divisor up to 4096 on x in [0, 65536] and on random x < 2^31; powers
 // of two and their neighbours up to 2^30 at the ends of the range. Prints ALL PASSED.
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "jax_sm100/kernels/fast_divisor.h"
+#include "jax_sm100/common/fast_divisor.h"
 
 using jax_sm100::kernels::FastDivisor;
 

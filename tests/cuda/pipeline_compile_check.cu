@@ -5,12 +5,12 @@
 #include <cuda.h>
 
 #include "jax_sm100/pipeline/all.h"
-#include "jax_sm100/ptx/clc.cuh"
-#include "jax_sm100/ptx/elect.cuh"
-#include "jax_sm100/ptx/fence.cuh"
-#include "jax_sm100/ptx/mbarrier.cuh"
-#include "jax_sm100/ptx/tcgen05.cuh"
-#include "jax_sm100/ptx/tma.cuh"
+#include "jax_sm100/ptx/sm100/clc.cuh"
+#include "jax_sm100/ptx/common/elect.cuh"
+#include "jax_sm100/ptx/common/fence.cuh"
+#include "jax_sm100/ptx/common/mbarrier.cuh"
+#include "jax_sm100/ptx/sm100/tcgen05.cuh"
+#include "jax_sm100/ptx/common/tma.cuh"
 
 namespace jp = jax_sm100::pipeline;
 namespace px = jax_sm100::ptx;

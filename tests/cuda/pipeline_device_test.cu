@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "jax_sm100/pipeline/all.h"
-#include "jax_sm100/ptx/elect.cuh"
-#include "jax_sm100/ptx/fence.cuh"
-#include "jax_sm100/ptx/tma.cuh"
+#include "jax_sm100/ptx/common/elect.cuh"
+#include "jax_sm100/ptx/common/fence.cuh"
+#include "jax_sm100/ptx/common/tma.cuh"
 
 namespace jp = jax_sm100::pipeline;
 namespace px = jax_sm100::ptx;

@@ -7,8 +7,8 @@
 #include "jax_sm100/pipeline/config.h"
 
 #if defined(__CUDACC__)
-#include "jax_sm100/ptx/fence.cuh"
-#include "jax_sm100/ptx/mbarrier.cuh"
+#include "jax_sm100/ptx/common/fence.cuh"
+#include "jax_sm100/ptx/common/mbarrier.cuh"
 #else
 #include <cstdlib>
 #endif

@@ -1,6 +1,6 @@
 // Kernel instantiations of the sm90 GEMM for __half inputs and __nv_bfloat16 outputs (all tile
 // configs, plain and residual). One file per dtype pair so they compile in parallel.
-#include "sm90_gemm_inst.h"
+#include "sm90/gemm_inst.h"
 
 namespace jax_sm100::host {
 template std::string sm90_gemm_launch<__half, __nv_bfloat16>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "jax_sm100/ptx/wgmma.cuh"
+#include "jax_sm100/ptx/sm90/wgmma.cuh"
 
 namespace jax_sm100::ptx {
 

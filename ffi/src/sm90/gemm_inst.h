@@ -9,9 +9,9 @@
 #include <string>
 #include <type_traits>
 
-#include "jax_sm100/kernels/sm90_gemm.cuh"
-#include "sm90_gemm_host.h"
-#include "sm90_tma_host.h"
+#include "jax_sm100/kernels/sm90/gemm.cuh"
+#include "sm90/gemm_launch.h"
+#include "common/tensor_map.h"
 
 namespace jax_sm100::host {
 

@@ -45,11 +45,11 @@
 #include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
-#include "jax_sm100/ptx/elect.cuh"
-#include "jax_sm100/ptx/fence.cuh"
-#include "jax_sm100/ptx/mbarrier.cuh"
-#include "jax_sm100/ptx/tma.cuh"
-#include "jax_sm100/ptx/wgmma.cuh"
+#include "jax_sm100/ptx/common/elect.cuh"
+#include "jax_sm100/ptx/common/fence.cuh"
+#include "jax_sm100/ptx/common/mbarrier.cuh"
+#include "jax_sm100/ptx/common/tma.cuh"
+#include "jax_sm100/ptx/sm90/wgmma.cuh"
 
 
 namespace jax_sm100::kernels::sm90 {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sm90_tma_host.h"
+#include "common/tensor_map.h"
 
 namespace jax_sm100::host {
 
