@@ -4,7 +4,9 @@ Under XLA command buffers a handler's launch is captured into a CUDA graph and r
 Our launches bake buffer addresses into TMA tensor maps (kernel parameters), so this
 checks that results stay right when the same jitted function runs on several distinct
 input buffers with command buffers on for custom calls (a stale capture would reuse an
-old address and give an old answer). Runs in a subprocess so the XLA flags apply.
+old address and give an old answer). A direct FFI call with a 2-CTA cluster kernel
+(block_m=128, block_n=128, cluster_m=2) covers the cluster launch path
+(cudaLaunchKernelEx) under capture too. Runs in a subprocess so the XLA flags apply.
 """
 import os
 import subprocess
@@ -20,13 +22,21 @@ SCRIPT = textwrap.dedent("""
     assert jax_sm100.backend() == "sm90", jax_sm100.backend()
     rng = np.random.default_rng(int.from_bytes(__import__("os").urandom(4), "little"))
 
+    # The kernel choice is an FFI attribute: it shows in the HLO of the public op.
+    hlo_mm = jax.jit(jax_sm100.matmul).lower(jnp.zeros((256, 384), jnp.bfloat16),
+                                             jnp.zeros((384, 512), jnp.bfloat16)).as_text()
+    assert "block_m" in hlo_mm and "group_m" in hlo_mm, hlo_mm
+    cluster_gemm = jax.ffi.ffi_call("jax_sm100_gemm", jax.ShapeDtypeStruct((256, 512), jnp.bfloat16))
+
     @jax.jit
     def f(a, b, c, x, w):
         d = jax_sm100.matmul(a, b)
         r = jax_sm100.matmul_residual(a, b, c, alpha=0.5, beta=2.0)
         q, s = jax_sm100.quantize_fp8_blockwise(x, block=(1, 128))
         y = jax_sm100.fp8_dot(x, w)
-        return d, r, q, s, y
+        e = cluster_gemm(a, b, trans_a=False, trans_b=False, block_m=np.int32(128),
+                         block_n=np.int32(128), cluster_m=np.int32(2), group_m=np.int32(3))
+        return d, r, q, s, y, e
 
     text = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in
                      [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])).as_text()
@@ -36,16 +46,17 @@ SCRIPT = textwrap.dedent("""
     print("compiled HLO mentions command_buffer:", "command_buffer" in hlo)
     # bf16 products: bf16 rounding of inputs/outputs (~1e-2 bound); FP8 (e4m3, 3 mantissa
     # bits): elementwise error up to 2^-4, ~2-3% in norm, so 6e-2 against the exact product.
-    bound = {"matmul": 1e-2, "residual": 1e-2, "fp8_dot": 6e-2, "quantize": 6e-2}
+    bound = {"matmul": 1e-2, "residual": 1e-2, "cluster": 1e-2, "fp8_dot": 6e-2,
+             "quantize": 6e-2}
     worst = dict.fromkeys(bound, 0.0)
     for i in range(6):  # distinct buffers every call
         a, b, c, x, w = (jnp.asarray(rng.standard_normal(s), jnp.bfloat16) for s in
                          [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])
-        d, r, q, s, y = jax.block_until_ready(f(a, b, c, x, w))
+        d, r, q, s, y, e = jax.block_until_ready(f(a, b, c, x, w))
         A, B, C, X, W = (np.asarray(v, np.float64) for v in (a, b, c, x, w))
         deq = np.asarray(q, np.float64) * np.repeat(np.asarray(s, np.float64), 128, axis=1)[:, :384]
         for name, got, ref in (("matmul", d, A @ B), ("residual", r, 0.5 * (A @ B) + 2.0 * C),
-                               ("fp8_dot", y, X @ W), ("quantize", deq, X)):
+                               ("cluster", e, A @ B), ("fp8_dot", y, X @ W), ("quantize", deq, X)):
             err = np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref)
             worst[name] = max(worst[name], err)
     print("worst relative error", worst)

@@ -9,7 +9,7 @@ the FP8 targets registered. References:
     residual target with beta == 0 (which never reads C): any element the kernel misses
     stays NaN.
   * quantization: bit-exact against the package's reference quantizer
-    (jax_sm100._fp8._quantize, run on the CPU) and against conftest's NumPy float32
+    (_reference_quantizer(), run on the CPU) and against conftest's NumPy float32
     emulation; plus the documented properties (block amax -> 448, zero blocks -> scale
     1 and q 0, saturation, NaN visible).
 """
@@ -30,6 +30,11 @@ import jax.numpy as jnp  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
+
+try:
+  from jax_sm100 import tuning  # noqa: E402
+except ImportError:  # an installed jax_sm100 older than the checkout: collection still works
+  tuning = None
 
 from conftest import calc_diff, np_dequantize, np_quantize_f32  # noqa: E402
 
@@ -75,23 +80,50 @@ def a_scale_t(a_scale):
   return jnp.pad(a_scale.T, ((0, 0), (0, _cdiv(m, 4) * 4 - m)), constant_values=1.0)
 
 
-def ffi_fp8(a, sa, b, sb, *, c=None, beta=0.0, poison=False):
-  """d = (a*sa) @ (b*sb)^T (+ beta c), sa (M, Kb) passed to the kernel transposed.
+# Kernel forms: (block_m, block_n, cluster, pair_along_n), the FFI attributes that name one
+# compiled kernel (the valid set of the handler). 128-row tiles promote overlapped (the
+# next K block's wgmmas run during this one's promotion) and chain tiles; cluster 2 is a
+# pair along M sharing B. 192 rows: three math warpgroups, one CTA. 256 rows: two
+# 128-row waves per K block, one CTA or a pair along N sharing A. The residual target
+# has the 128-row forms only.
+FORMS = {"128x64_c1": (128, 64, 1, False), "128x64_c2": (128, 64, 2, False),
+         "128x128_c1": (128, 128, 1, False), "128x128_c2": (128, 128, 2, False),
+         "192x128_c1": (192, 128, 1, False), "256x128_c1": (256, 128, 1, False),
+         "256x128_c2n": (256, 128, 2, True)}
+RESIDUAL_FORMS = {k: v for k, v in FORMS.items() if v[0] == 128}
+
+
+def fp8_attrs(m, n, k, form=None, group_m=8, residual=False):
+  """The tiling attributes of one launch: `form` with group_m, or (form None) the
+  library's default choice for the shape (jax_sm100.tuning, the rule the ops use)."""
+  if form is None:
+    assert tuning is not None, "jax_sm100.tuning is missing: rebuild/reinstall the checkout"
+    return tuning.fp8_config(m, n, k, residual=residual).attributes()
+  bm, bn, cluster, pair_along_n = form
+  return dict(block_m=np.int32(bm), block_n=np.int32(bn), cluster=np.int32(cluster),
+              pair_along_n=bool(pair_along_n), group_m=np.int32(group_m))
+
+
+def ffi_fp8(a, sa, b, sb, *, c=None, beta=0.0, poison=False, form=None, group_m=8):
+  """d = (a*sa) @ (b*sb)^T (+ beta c), sa (M, Kb) passed to the kernel transposed, on
+  kernel `form` (None: the default choice for the shape).
   poison: residual target with beta 0 and C = NaN aliased to d, so unwritten elements of
-  d stay NaN."""
-  m, n = a.shape[0], b.shape[0]
+  d stay NaN (with beta == 0 the residual target runs the plain kernel, every form)."""
+  m, n, k = a.shape[0], b.shape[0], a.shape[1]
   out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
   sa_arg = a_scale_t(sa)
+  residual = c is not None and beta != 0.0
+  attrs = fp8_attrs(m, n, k, form, group_m, residual)
   if poison:
     assert c is None
     nan_c = jnp.full((m, n), jnp.nan, jnp.bfloat16)
     f = jax.ffi.ffi_call(FP8_RES, out, input_output_aliases={4: 0})
-    return jax.jit(lambda *o: f(*o, beta=np.float32(0.0)), donate_argnums=4)(
+    return jax.jit(lambda *o: f(*o, beta=np.float32(0.0), **attrs), donate_argnums=4)(
         a, sa_arg, b, sb, nan_c)
   if c is None:
-    return jax.jit(jax.ffi.ffi_call(FP8, out))(a, sa_arg, b, sb)
+    return jax.jit(lambda *o: jax.ffi.ffi_call(FP8, out)(*o, **attrs))(a, sa_arg, b, sb)
   f = jax.ffi.ffi_call(FP8_RES, out)
-  return jax.jit(lambda *o: f(*o, beta=np.float32(beta)))(a, sa_arg, b, sb, c)
+  return jax.jit(lambda *o: f(*o, beta=np.float32(beta), **attrs))(a, sa_arg, b, sb, c)
 
 
 # ---------------------------------------------------------------------------
@@ -152,69 +184,33 @@ SHAPES = [
     (32, 192, 112),      # a single, partial K block
 ]
 
-# Kernel variants, selected through the handler's environment overrides:
-# (JAX_SM100_FP8_CLUSTER, _OVERLAP, _BLOCK_M, _CHAIN). Cluster 2 is a pair along M (B
-# multicast), 2n a pair along N (A multicast; 256-row tiles), 4 is 2x2 (A and B
-# multicast). Overlap: the next K block's wgmmas run while this one's promotion does;
-# chain: the next tile's first K block (its first wave, without overlap) is issued before
-# this tile's epilogue. BLOCK_M 192 is three math WGs of 64 rows (one CTA; the handler
-# picks it where its tiling wastes less than 256 rows' would).
-# BLOCK_M 256 is two 128-row waves per K block (256x128 tiles, no
-# overlapped form; the residual target and M <= 128 run 128-row tiles). With no override
-# the handler picks 256x128 tiles with a pair of CTAs along N (2n) when they fill every
-# SM, else cluster 2 and overlap, and chains tiles.
-VARIANTS = {"c1": ("1", "0", "128", "0"), "c1_chain": ("1", "0", "128", "1"),
-            "c1_overlap": ("1", "1", "128", "0"), "c1_overlap_chain": ("1", "1", "128", "1"),
-            "c2_multicast": ("2", "0", "128", "0"), "c2_overlap": ("2", "1", "128", "0"),
-            "c2_overlap_chain": ("2", "1", "128", "1"),
-            "c1_m256": ("1", "0", "256", "0"), "c1_m256_chain": ("1", "0", "256", "1"),
-            "c2_m256": ("2", "0", "256", "0"), "c2_m256_chain": ("2", "0", "256", "1"),
-            "c2n_m256": ("2n", "0", "256", "0"), "c2n_m256_chain": ("2n", "0", "256", "1"),
-            "c1_m192": ("1", "0", "192", "0"), "c1_m192_chain": ("1", "0", "192", "1"),
-            "c4_multicast": ("4", "0", "128", "0"), "c4_overlap_chain": ("4", "1", "128", "1")}
 
-
-def set_variant(monkeypatch, name):
-  cluster, overlap, block_m, chain = VARIANTS[name]
-  monkeypatch.setenv("JAX_SM100_FP8_CLUSTER", cluster)
-  monkeypatch.setenv("JAX_SM100_FP8_OVERLAP", overlap)
-  monkeypatch.setenv("JAX_SM100_FP8_BLOCK_M", block_m)
-  monkeypatch.setenv("JAX_SM100_FP8_CHAIN", chain)
-
-
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("m,n,k", SHAPES)
-def test_fp8_gemm_random(rng, monkeypatch, m, n, k, variant):
-  set_variant(monkeypatch, variant)
+def test_fp8_gemm_random(rng, m, n, k, form):
   a, sa, b, sb = make_operands(rng, m, n, k)
-  got = ffi_fp8(a, sa, b, sb, poison=True)
-  check(got, reference(a, sa, b, sb), f"{m}x{n}x{k}")
+  got = ffi_fp8(a, sa, b, sb, poison=True, form=FORMS[form])
+  check(got, reference(a, sa, b, sb), f"{m}x{n}x{k} {form}")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("block_n", ["64", "128", "192"])
-def test_fp8_gemm_tile_widths(rng, monkeypatch, block_n, variant):
-  """Each tile width and kernel variant (192 has no overlapped form: it falls back to
-  plain promotion); 192 makes N
-  tiles straddle two 128-column scale blocks (tiles starting at column 192j cover
-  [64, 256) of a scale-block pair every other tile). M = 300: 3 M tiles, so the last
-  cluster has a CTA without a tile; N = 1096: 9 (or 6) N tiles, so a 2x2 cluster's last
-  column has CTAs whose N tile lies past N."""
-  monkeypatch.setenv("JAX_SM100_FP8_BLOCK_N", block_n)
-  set_variant(monkeypatch, variant)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_fp8_gemm_partial_tiles(rng, form):
+  """Every form on partial tiles, with b scales distinct per 128-row block (a tile
+  reading another block's scale shows). M = 300: 3 M tiles of 128 (2 of 192 or 256), so
+  the last pair along M has a CTA without a tile and a 256-row tile has a dead second
+  wave; N = 1096: 9 N tiles of 128 (18 of 64), so the last pair along N has a CTA whose
+  N tile lies past N."""
   m, n, k = 300, 1096, 640
   a, sa, b, sb = make_operands(rng, m, n, k)
-  # Distinct b scales per 128-row block make a wrong per-column choice visible.
   sb = sb * jnp.asarray((2.0 ** np.arange(sb.shape[0]))[:, None], jnp.float32)
-  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb),
-        f"BLOCK_N={block_n}")
+  check(ffi_fp8(a, sa, b, sb, poison=True, form=FORMS[form]), reference(a, sa, b, sb), form)
 
 
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 1024), (5, 1000, 384), (64, 2048, 512)])
 @pytest.mark.parametrize("beta", [None, 0.5])
 def test_fp8_gemm_decode_default(rng, m, n, k, beta):
-  """Decode-like shapes with the handler's own choices (no overrides: 64-wide tiles, one
-  CTA per cluster, one M tile of which one math WG holds nothing); plain and residual."""
+  """Decode-like shapes with the library's default choice (64-wide tiles, one CTA per
+  cluster, one M tile of which one math WG holds nothing); plain and residual."""
   a, sa, b, sb = make_operands(rng, m, n, k)
   sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 4))[:, None], jnp.float32)
   if beta is None:
@@ -225,21 +221,21 @@ def test_fp8_gemm_decode_default(rng, m, n, k, beta):
           f"{m}x{n}x{k} residual")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_fp8_gemm_many_tiles_per_cta(rng, monkeypatch, variant):
+@pytest.mark.parametrize("form", list(FORMS))
+def test_fp8_gemm_many_tiles_per_cta(rng, form):
   """More tiles than CTAs, so each CTA walks several N tiles, with b's scales differing
   by powers of two between its 128-row blocks: the B-scale rows the kernel copies one
   tile ahead (into its second buffer) must be the next tile's, not this one's."""
-  set_variant(monkeypatch, variant)
   m, n, k = 2048, 5120, 256  # 320 tiles of 256x128 (more at 128x128) on 132 SMs
   a, sa, b, sb = make_operands(rng, m, n, k)
   sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 7))[:, None], jnp.float32)
-  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
+  check(ffi_fp8(a, sa, b, sb, poison=True, form=FORMS[form]), reference(a, sa, b, sb),
+        f"{m}x{n}x{k} {form}")
 
 
-@pytest.mark.parametrize("group_m", ["1", "3", "8"])
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_fp8_gemm_tiles_chained(rng, monkeypatch, variant, group_m):
+@pytest.mark.parametrize("group_m", [1, 3, 8])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_fp8_gemm_tiles_chained(rng, form, group_m):
   """Several tiles per CTA with an odd number of K blocks (3), so consecutive tiles of a
   CTA start in different accumulators of the overlapped loop; A scales that differ by 2^4
   between K blocks (so every K block still weighs in the result) and B scales that
@@ -247,14 +243,13 @@ def test_fp8_gemm_tiles_chained(rng, monkeypatch, variant, group_m):
   scales, into the wrong tile, or not at all shows; and a last M tile of 64
   rows, so one math WG has nothing to do there and its chain of tiles breaks and
   restarts. Tile orders with groups of 1, 3 (a partial last group) and 8 M tiles."""
-  set_variant(monkeypatch, variant)
-  monkeypatch.setenv("JAX_SM100_FP8_GROUP_M", group_m)
   m, n, k = 2112, 3072, 384  # 17 x 24 tiles of 128x128 on 132 SMs
   a, sa, b, sb = make_operands(rng, m, n, k)
   kscale = jnp.asarray(2.0 ** (4.0 * (np.arange(k // 128) % 2)), jnp.float32)
   sa = sa * kscale[None, :]
   sb = sb * jnp.asarray((2.0 ** (np.arange(sb.shape[0]) % 5))[:, None], jnp.float32)
-  check(ffi_fp8(a, sa, b, sb, poison=True), reference(a, sa, b, sb), f"{m}x{n}x{k}")
+  check(ffi_fp8(a, sa, b, sb, poison=True, form=FORMS[form], group_m=group_m),
+        reference(a, sa, b, sb), f"{m}x{n}x{k} {form} group_m={group_m}")
 
 
 def test_fp8_gemm_scales_span_orders_of_magnitude(rng):
@@ -267,28 +262,27 @@ def test_fp8_gemm_outliers(rng):
   check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "outliers")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_fp8_promotion_is_per_k_block(rng, monkeypatch, variant):
+@pytest.mark.parametrize("form", list(FORMS))
+def test_fp8_promotion_is_per_k_block(rng, form):
   """Scales that differ by 2^20 between K blocks: a kernel that accumulated several K
   blocks in the tensor cores before scaling (or mixed up the two accumulators of the
   overlapped loop) could not get this right."""
-  set_variant(monkeypatch, variant)
   m, n, k = 256, 256, 1152
   a, sa, b, sb = make_operands(rng, m, n, k)
   kscale = jnp.asarray(2.0 ** (20.0 * (np.arange(k // 128) % 2)), jnp.float32)
   sa = sa * kscale[None, :]
-  check(ffi_fp8(a, sa, b, sb), reference(a, sa, b, sb), "alternating K-block scales")
+  check(ffi_fp8(a, sa, b, sb, form=FORMS[form]), reference(a, sa, b, sb),
+        f"alternating K-block scales, {form}")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("form", list(RESIDUAL_FORMS))
 @pytest.mark.parametrize("beta", [1.0, -0.5])
-def test_fp8_gemm_residual(rng, monkeypatch, beta, variant):
-  set_variant(monkeypatch, variant)
+def test_fp8_gemm_residual(rng, beta, form):
   m, n, k = 330, 392, 512
   a, sa, b, sb = make_operands(rng, m, n, k)
   c = jnp.asarray(rng.standard_normal((m, n)).astype(np.float32) * 8).astype(jnp.bfloat16)
-  got = ffi_fp8(a, sa, b, sb, c=c, beta=beta)
-  check(got, reference(a, sa, b, sb, c, beta), f"residual beta={beta}")
+  got = ffi_fp8(a, sa, b, sb, c=c, beta=beta, form=RESIDUAL_FORMS[form])
+  check(got, reference(a, sa, b, sb, c, beta), f"residual beta={beta} {form}")
 
 
 def test_fp8_gemm_residual_beta0_ignores_nan_c(rng):
@@ -303,7 +297,35 @@ def test_fp8_gemm_rejects_bad_layouts(rng):
   a, sa, b, sb = make_operands(rng, 64, 128, 256)
   with pytest.raises(Exception, match="transposed"):  # (M, Kb) given, (Kb, Mp) needed
     jax.ffi.ffi_call(FP8, jax.ShapeDtypeStruct((64, 128), jnp.bfloat16))(
-        a, sa, b, sb).block_until_ready()
+        a, sa, b, sb, **fp8_attrs(64, 128, 256)).block_until_ready()
+
+
+@pytest.mark.parametrize("target,form,group_m,msg", [
+    (FP8, (128, 192, 1, False), 8, "valid combinations are"),    # 192-wide tiles: deleted
+    (FP8, (128, 128, 4, False), 8, "valid combinations are"),    # 2x2 clusters: deleted
+    (FP8, (256, 128, 2, False), 8, "valid combinations are"),    # 256 rows, pair along M: deleted
+    (FP8, (128, 128, 2, True), 8, "valid combinations are"),     # pairs along N: 256 rows only
+    (FP8, (192, 128, 2, False), 8, "valid combinations are"),    # 192 rows: 1 CTA only
+    (FP8, (64, 64, 1, False), 8, "valid combinations are"),      # the bf16 GEMM's tile
+    (FP8, (128, 128, 1, False), 0, r"group_m must be in \[1, 64\]"),
+    (FP8, (128, 128, 1, False), 65, r"group_m must be in \[1, 64\]"),
+    (FP8_RES, (256, 128, 1, False), 8, "with a residual term"),  # residual: 128 rows only
+    (FP8_RES, (192, 128, 1, False), 8, "with a residual term"),
+])
+def test_fp8_gemm_rejects_unknown_forms(rng, target, form, group_m, msg):
+  """A kernel form that is not compiled (among them the variants deleted as slower) is
+  an InvalidArgument error naming the valid set, never a silent substitute."""
+  m, n, k = 256, 256, 256
+  a, sa, b, sb = make_operands(rng, m, n, k)
+  out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+  attrs = fp8_attrs(m, n, k, form, group_m)
+  with pytest.raises(Exception, match=msg):
+    if target == FP8:
+      jax.block_until_ready(jax.ffi.ffi_call(FP8, out)(a, a_scale_t(sa), b, sb, **attrs))
+    else:
+      c = jnp.zeros((m, n), jnp.bfloat16)
+      jax.block_until_ready(jax.ffi.ffi_call(FP8_RES, out)(
+          a, a_scale_t(sa), b, sb, c, beta=np.float32(0.5), **attrs))
 
 
 def test_public_op_uses_kernel_and_matches(rng):
@@ -363,8 +385,21 @@ def test_fp8_dot_forward_and_grad_against_f64(rng):
 # Quantization
 # ---------------------------------------------------------------------------
 
+def _reference_quantizer():
+  """The package's reference quantizer quantize(x, block, dtype) -> (q, scale)."""
+  from jax_sm100._reference import quantize_blockwise
+  return quantize_blockwise
+
+
+def _dual_launch():
+  """One jax_sm100_quantize_fp8_dual launch: f(x, t_block_rows, scale_transposed,
+  scale_t_transposed, block_rows) -> ((q, scale), (qt, scale_t))."""
+  from jax_sm100._launch.quantize import quantize_dual_launch
+  return quantize_dual_launch
+
+
 def _reference_quantize_cpu(x, block):
-  from jax_sm100._fp8 import _quantize
+  _quantize = _reference_quantizer()
   cpu = jax.devices("cpu")[0]
   # jit follows its committed input: this runs XLA's CPU backend.
   q, s = jax.jit(lambda v: _quantize(v, block, np.dtype(E4M3)))(jax.device_put(x, cpu))
@@ -466,8 +501,7 @@ def test_quantize_nan_block_stays_visible(rng):
 
 def ffi_quantize_dual(x, t_block_rows, scale_transposed=False, scale_t_transposed=False,
                       block_rows=1):
-  from jax_sm100._fp8 import _quantize_dual_launch
-  return _quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed, block_rows)
+  return _dual_launch()(x, t_block_rows, scale_transposed, scale_t_transposed, block_rows)
 
 
 # (block_rows, t_block_rows): x in 1x128 and x^T in 1x128 (fp8_dot's x) or 128x128 (its
@@ -546,10 +580,9 @@ def test_quantize_dual_gemm_scale_layout(rng, r, c, t_block_rows, dtype):
 ])
 def test_quantize_dual_rejects_bad_attributes(kw, msg):
   # The handler refuses combinations the kernel does not implement, with a sentence.
-  from jax_sm100._fp8 import _quantize_dual_launch
   x = jnp.ones((256, 256), jnp.bfloat16)
   with pytest.raises(Exception, match=msg):
-    jax.block_until_ready(_quantize_dual_launch(x, **kw))
+    jax.block_until_ready(_dual_launch()(x, **kw))
 
 
 def with_and_without(monkeypatch, var, value, f, *args):
@@ -637,7 +670,7 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
           jax.ShapeDtypeStruct((200 if br == 1 else 2, 3), jnp.float32)))(
               x, block_rows=np.int32(br), scale_transposed=np.int32(0))
       q.block_until_ready()
-    from jax_sm100._fp8 import _quantize_dual_launch
+    from jax_sm100._launch.quantize import quantize_dual_launch as _quantize_dual_launch
     for xt in (x, x.astype(jnp.float32), x[:197, :299]):  # the last: pad entries
       for tb in (1, 128):
         jax.block_until_ready(_quantize_dual_launch(xt, tb))
@@ -650,11 +683,16 @@ _SANITIZER_SCRIPT = textwrap.dedent("""
     c = jnp.ones((m, n), jnp.bfloat16)
     out = jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
     sat = jnp.pad(sa.T, ((0, 0), (0, 2)))
-    jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sat, b, sb).block_until_ready()
-    jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
-        a, sat, b, sb, c, beta=np.float32(0.5)).block_until_ready()
+    for form in FORMS:  # every compiled kernel; the residual target's 128-row ones
+      bm, bn, cluster, pair = form
+      attrs = dict(block_m=np.int32(bm), block_n=np.int32(bn), cluster=np.int32(cluster),
+                   pair_along_n=pair, group_m=np.int32(3))
+      jax.ffi.ffi_call("jax_sm100_fp8_gemm", out)(a, sat, b, sb, **attrs).block_until_ready()
+      if bm == 128:
+        jax.ffi.ffi_call("jax_sm100_fp8_gemm_residual", out)(
+            a, sat, b, sb, c, beta=np.float32(0.5), **attrs).block_until_ready()
     print("SANITIZER_SCRIPT_DONE")
-""")
+""").replace("FORMS", repr(tuple(FORMS.values())), 1)
 
 
 def test_compute_sanitizer_memcheck(tmp_path):

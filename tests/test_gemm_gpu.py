@@ -7,7 +7,8 @@ outputs land near 3e-3), NaN never passes.
 
 Two ways in:
   * the FFI targets directly (jax.ffi.ffi_call), to pin down the kernel itself:
-    layouts, partial tiles, batch broadcast, dtypes, alpha/beta, K == 0, and
+    layouts, partial tiles, batch broadcast, dtypes, alpha/beta, K == 0, every
+    compiled kernel choice (attributes block_m, block_n, cluster_m, group_m), and
     unwritten-element detection (the residual target with beta == 0 never reads C,
     so C can be a NaN-poisoned buffer ALIASED to the output: every element the
     kernel fails to write stays NaN);
@@ -17,6 +18,7 @@ Two ways in:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import secrets
 
@@ -79,6 +81,43 @@ def _ref(a, b, trans_a, trans_b, c=None, alpha=1.0, beta=0.0):
   return acc
 
 
+# The compiled (block_m, block_n, cluster_m) combinations; anything else is rejected.
+_TILINGS = [(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
+            (64, 64, 1)]
+
+
+def _num_sms():
+  return getattr(jax.devices()[0], "core_count", None) or 132
+
+
+def _default_tiling(m, n, batch):
+  """(block_m, block_n, cluster_m, group_m) by the library's default rule: estimated time =
+  waves * tile area / a per-tile efficiency guess (ties keep the larger tile); 2-CTA
+  clusters for 128-row tiles when the M tiles pair up evenly and there is more than one
+  wave; group_m 8."""
+  sms = _num_sms()
+  best, best_cost = None, None
+  for bm, bn, eff in ((128, 256, 1.00), (128, 128, 0.85), (64, 128, 0.60), (64, 64, 0.45)):
+    tiles = batch * -(-m // bm) * -(-n // bn)
+    cost = -(-tiles // sms) * bm * bn / eff
+    if best is None or cost < best_cost:
+      best, best_cost = (bm, bn), cost
+  bm, bn = best
+  m_tiles = -(-m // bm)
+  tiles = batch * m_tiles * -(-n // bn)
+  cluster = 2 if bm == 128 and m_tiles >= 2 and m_tiles % 2 == 0 and tiles > sms else 1
+  return bm, bn, cluster, 8
+
+
+def _tiling_attrs(tiling, out_shape):
+  """FFI attributes (int32) for `tiling`, or the default choice for out_shape when None."""
+  if tiling is None:
+    tiling = _default_tiling(out_shape[-2], out_shape[-1], math.prod(out_shape[:-2]))
+  bm, bn, cluster, group = tiling
+  return dict(block_m=np.int32(bm), block_n=np.int32(bn), cluster_m=np.int32(cluster),
+              group_m=np.int32(group))
+
+
 def _shape_a(batch, m, k, trans_a):
   return tuple(batch) + ((k, m) if trans_a else (m, k))
 
@@ -88,27 +127,32 @@ def _shape_b(batch, k, n, trans_b):
 
 
 @functools.lru_cache(maxsize=None)
-def _gemm_fn(trans_a, trans_b, out_shape, out_dtype):
+def _gemm_fn(trans_a, trans_b, out_shape, out_dtype, tiling=None):
+  """The plain GEMM target under jit; tiling (block_m, block_n, cluster_m, group_m), or
+  None for the default choice."""
   out = jax.ShapeDtypeStruct(out_shape, out_dtype)
-  return jax.jit(lambda a, b: jax.ffi.ffi_call(GEMM, out)(a, b, trans_a=trans_a, trans_b=trans_b))
+  attrs = _tiling_attrs(tiling, out_shape)
+  return jax.jit(lambda a, b: jax.ffi.ffi_call(GEMM, out)(a, b, trans_a=trans_a, trans_b=trans_b,
+                                                         **attrs))
 
 
 @functools.lru_cache(maxsize=None)
-def _residual_fn(trans_a, trans_b, alpha, beta, out_shape, out_dtype, alias_c):
+def _residual_fn(trans_a, trans_b, alpha, beta, out_shape, out_dtype, alias_c, tiling=None):
   out = jax.ShapeDtypeStruct(out_shape, out_dtype)
   aliases = {2: 0} if alias_c else {}
   call = jax.ffi.ffi_call(GEMM_RESIDUAL, out, input_output_aliases=aliases)
+  attrs = _tiling_attrs(tiling, out_shape)
   return jax.jit(lambda a, b, c: call(a, b, c, trans_a=trans_a, trans_b=trans_b,
-                                      alpha=np.float32(alpha), beta=np.float32(beta)),
+                                      alpha=np.float32(alpha), beta=np.float32(beta), **attrs),
                  donate_argnums=(2,) if alias_c else ())
 
 
 def _run_gemm(m, n, k, trans_a, trans_b, dtype=jnp.bfloat16, out_dtype=jnp.bfloat16,
-              batch_a=(), batch_b=(), batch_d=()):
+              batch_a=(), batch_b=(), batch_d=(), tiling=None):
   rng = _rng()
   a = _rand(_shape_a(batch_a, m, k, trans_a), dtype, rng)
   b = _rand(_shape_b(batch_b, k, n, trans_b), dtype, rng)
-  d = _gemm_fn(trans_a, trans_b, tuple(batch_d) + (m, n), out_dtype)(a, b)
+  d = _gemm_fn(trans_a, trans_b, tuple(batch_d) + (m, n), out_dtype, tiling)(a, b)
   assert d.dtype == out_dtype
   ref = np.broadcast_to(_ref(a, b, trans_a, trans_b), tuple(batch_d) + (m, n))
   return _rel_err(d, ref)
@@ -151,48 +195,80 @@ def test_config_classes(m, n, k):
   assert _run_gemm(m, n, k, False, False) <= 1e-2
 
 
-@pytest.fixture
-def force_config(monkeypatch):
-  """Forces a tile config (and cluster size) through the handler's tuning knobs
-  JAX_SM100_SM90_CONFIG / JAX_SM100_SM90_CLUSTER."""
-  def force(cfg, cluster=None):
-    monkeypatch.setenv("JAX_SM100_SM90_CONFIG", str(cfg))
-    if cluster is not None:
-      monkeypatch.setenv("JAX_SM100_SM90_CLUSTER", str(cluster))
-  return force
-
-
-# 0: 128x256, 1: 128x128, 2: 64x128, 3: 64x64 (one consumer warpgroup); cluster 2 only
-# exists for the 128-row configs (B multicast across two M tiles).
-@pytest.mark.parametrize("cfg,cluster", [(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (3, 1)])
+# Cluster 2 only exists for the 128-row tiles (B multicast across two M tiles); 64x64 runs
+# one consumer warpgroup.
+@pytest.mark.parametrize("tile", _TILINGS, ids=lambda t: "%dx%d_c%d" % t)
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
                                              (True, True)])
-def test_every_config_every_layout(force_config, cfg, cluster, trans_a, trans_b):
-  force_config(cfg, cluster)
+def test_every_config_every_layout(tile, trans_a, trans_b):
+  tiling = tile + (8,)
   m, n, k = 328, 600, 456
   # Partial tiles in every config, 8 K blocks (> stages for 128x256); 328 rows = 3 M tiles
   # of 128, so with clusters of 2 one CTA's tile lies wholly past M (zero-filled, clipped).
-  assert _run_gemm(m, n, k, trans_a, trans_b) <= 1e-2
+  assert _run_gemm(m, n, k, trans_a, trans_b, tiling=tiling) <= 1e-2
   rng = _rng()
   a = _rand(_shape_a((2,), m, k, trans_a), jnp.bfloat16, rng)
   b = _rand(_shape_b((), k, n, trans_b), jnp.bfloat16, rng)
   c = _rand((2, m, n), jnp.bfloat16, rng)
-  d = _residual_fn(trans_a, trans_b, 0.75, -1.25, (2, m, n), jnp.bfloat16, False)(a, b, c)
+  d = _residual_fn(trans_a, trans_b, 0.75, -1.25, (2, m, n), jnp.bfloat16, False, tiling)(a, b, c)
   assert _rel_err(d, _ref(a, b, trans_a, trans_b, c, 0.75, -1.25)) <= 1e-2
 
 
-@pytest.mark.parametrize("cfg,cluster", [(0, 1), (0, 2), (3, 1)])
+@pytest.mark.parametrize("tile", [(128, 256, 1), (128, 256, 2), (64, 64, 1)],
+                         ids=lambda t: "%dx%d_c%d" % t)
 @pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.float16])
-def test_every_config_residual_out_dtypes(force_config, cfg, cluster, out_dtype):
+def test_every_config_residual_out_dtypes(tile, out_dtype):
   # f32 output: 8 epilogue chunks per 256-wide tile, twice the 4-deep C ring.
-  force_config(cfg, cluster)
+  tiling = tile + (8,)
   m, n, k = 200, 520, 136
   rng = _rng()
   a = _rand((m, k), jnp.bfloat16, rng)
   b = _rand((k, n), jnp.bfloat16, rng)
   c = _rand((m, n), out_dtype, rng)
-  d = _residual_fn(False, False, 1.0, 1.0, (m, n), out_dtype, False)(a, b, c)
+  d = _residual_fn(False, False, 1.0, 1.0, (m, n), out_dtype, False, tiling)(a, b, c)
   assert _rel_err(d, _ref(a, b, False, False, c, 1.0, 1.0)) <= 1e-2
+
+
+@pytest.mark.parametrize("group_m", [1, 3])
+@pytest.mark.parametrize("tile", [(128, 256, 1), (128, 128, 2), (64, 64, 1)],
+                         ids=lambda t: "%dx%d_c%d" % t)
+def test_group_m(tile, group_m):
+  # Many M and N tiles (and 2 batch entries), so the tile order has several groups and,
+  # for group_m 3, a partial last group; more tiles than SMs, so CTAs take several.
+  tiling = tile + (group_m,)
+  assert _run_gemm(1160, 1800, 200, False, False, batch_a=(2,), batch_b=(2,), batch_d=(2,),
+                   tiling=tiling) <= 1e-2
+  rng = _rng()
+  a = _rand((2, 1160, 200), jnp.bfloat16, rng)
+  b = _rand((200, 1800), jnp.bfloat16, rng)
+  c = _rand((1160, 1800), jnp.bfloat16, rng)
+  d = _residual_fn(False, False, 1.0, 0.5, (2, 1160, 1800), jnp.bfloat16, False, tiling)(a, b, c)
+  assert _rel_err(d, _ref(a, b, False, False, c[None], 1.0, 0.5)) <= 1e-2
+
+
+@pytest.mark.parametrize("tiling,match", [
+    ((64, 256, 1, 8), "valid combinations are"),
+    ((64, 128, 2, 8), "valid combinations are"),
+    ((128, 64, 1, 8), "valid combinations are"),
+    ((256, 128, 1, 8), "valid combinations are"),
+    ((128, 256, 4, 8), "valid combinations are"),
+    ((128, 256, 1, 0), "group_m"),
+    ((128, 256, 1, 65), "group_m"),
+])
+@pytest.mark.parametrize("residual", [False, True])
+def test_invalid_kernel_choice_is_rejected_with_a_sentence(tiling, match, residual):
+  a = jnp.ones((64, 64), jnp.bfloat16)
+  b = jnp.ones((64, 64), jnp.bfloat16)
+  with pytest.raises(Exception, match=match) as info:
+    if residual:
+      c = jnp.ones((64, 64), jnp.bfloat16)
+      _residual_fn(False, False, 1.0, 1.0, (64, 64), jnp.bfloat16, False, tiling)(
+          a, b, c).block_until_ready()
+    else:
+      _gemm_fn(False, False, (64, 64), jnp.bfloat16, tiling)(a, b).block_until_ready()
+  if match != "group_m":  # the sentence names the whole valid set
+    assert "(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1), " \
+           "(64, 64, 1)" in str(info.value)
 
 
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float16, jnp.float32])

@@ -1,7 +1,9 @@
-// XLA FFI handlers "jax_sm100_gemm" and "jax_sm100_gemm_residual" (sm_90a kernels).
+// XLA FFI handlers "jax_sm100_gemm" and "jax_sm100_gemm_residual".
 //
-//   jax_sm100_gemm:          (a, b)    -> d    attrs trans_a: bool, trans_b: bool
-//   jax_sm100_gemm_residual: (a, b, c) -> d    attrs trans_a, trans_b, alpha: f32, beta: f32
+//   jax_sm100_gemm:          (a, b)    -> d    attrs trans_a: bool, trans_b: bool,
+//                                                    block_m, block_n, cluster_m, group_m: i32
+//   jax_sm100_gemm_residual: (a, b, c) -> d    attrs trans_a, trans_b, alpha: f32, beta: f32,
+//                                                    block_m, block_n, cluster_m, group_m
 //
 //   a: (..., M, K), or (..., K, M) when trans_a;  b: (..., K, N), or (..., N, K) when trans_b;
 //   d: (..., M, N) row-major; c: d's shape and dtype. Each operand's leading dims flatten
@@ -9,9 +11,18 @@
 //   a, b: both bf16 or both f16; d: bf16, f16 or f32. Every operand's last dimension
 //   must span a multiple of 16 bytes (TMA row strides); the Python layer pads.
 //
+// Kernel choice (made in Python, so that it shows in the HLO and the jit cache key):
+// (block_m, block_n, cluster_m) names one compiled kernel, one of kTilings below;
+// group_m in [1, 64] is the number of cluster rows per L2 group of the persistent tile
+// order. Anything else is an InvalidArgument error, whatever the device.
+//
 // Semantics: D = alpha * (A @ B) + beta * C with fp32 accumulation and fp32 epilogue
 // math, rounded once to d's dtype. beta == 0: C is never read (a NaN in C does not
 // reach D). K == 0: D = beta * C (or zeros).
+//
+// Dispatch: the buffers and attributes are validated once, then the device's compute
+// capability picks the kernels: 9.0 -> ffi/src/sm90/; any other -> kUnimplemented (the
+// Python layer takes its reference path there).
 //
 // Graph safety (kCmdBufferCompatible): the execute path only encodes tensor maps on the
 // host (passed as __grid_constant__ kernel parameters), reads cached device attributes
@@ -22,76 +33,47 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <mutex>
 #include <string>
-#include <tuple>
-#include <unordered_map>
 
-#include "targets.h"
+#include "common/device.h"
+#include "common/ffi_util.h"
 #include "sm90/gemm_launch.h"
+#include "targets.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 
 namespace {
 
+using jax_sm100::host::DeviceInfo;
 using jax_sm100::host::GemmDtype;
 using jax_sm100::host::GemmProblem;
-using jax_sm100::host::Sm90TileConfig;
+using jax_sm100::host::GemmTiling;
 
-/// Per-device properties read once (multiprocessor count, compute capability).
-struct DeviceInfo {
-  int num_sms = 0;
-  int cc_major = 0, cc_minor = 0;
-};
+/// The (block_m, block_n, cluster_m) combinations compiled: 128-row tiles with or
+/// without 2-CTA clusters (B multicast), 64-row tiles without.
+constexpr int kTilings[][3] = {{128, 256, 1}, {128, 256, 2}, {128, 128, 1},
+                               {128, 128, 2}, {64, 128, 1},  {64, 64, 1}};
+constexpr int kMaxGroupM = 64;
 
-std::string device_info(DeviceInfo* out) {
-  static std::mutex mu;
-  static std::unordered_map<int, DeviceInfo> cache;
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return std::string("cudaGetDevice failed: ") + cudaGetErrorString(e);
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(dev);
-  if (it == cache.end()) {
-    DeviceInfo info;
-    if ((e = cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
-      return std::string("cudaDeviceGetAttribute failed: ") + cudaGetErrorString(e);
-    it = cache.emplace(dev, info).first;
+/// "" when `t` is a valid kernel choice, else the sentence saying why not.
+std::string check_tiling(const GemmTiling& t) {
+  bool found = false;
+  for (const auto& v : kTilings)
+    found = found || (v[0] == t.block_m && v[1] == t.block_n && v[2] == t.cluster_m);
+  if (!found) {
+    std::string set;
+    for (const auto& v : kTilings)
+      set += (set.empty() ? "" : ", ") + std::string("(") + std::to_string(v[0]) + ", " +
+             std::to_string(v[1]) + ", " + std::to_string(v[2]) + ")";
+    return "no kernel for (block_m, block_n, cluster_m) = (" + std::to_string(t.block_m) + ", " +
+           std::to_string(t.block_n) + ", " + std::to_string(t.cluster_m) +
+           "); the valid combinations are " + set;
   }
-  *out = it->second;
+  if (t.group_m < 1 || t.group_m > kMaxGroupM)
+    return "group_m must be in [1, " + std::to_string(kMaxGroupM) + "] (got " +
+           std::to_string(t.group_m) + ")";
   return "";
-}
-
-/// Tile config per (m, n, batch, #SMs), chosen once per shape (deterministic).
-Sm90TileConfig cached_config(int64_t m, int64_t n, int64_t batch, int num_sms) {
-  struct Key {
-    int64_t m, n, batch;
-    int sms;
-    bool operator==(const Key& o) const {
-      return m == o.m && n == o.n && batch == o.batch && sms == o.sms;
-    }
-  };
-  struct Hash {
-    size_t operator()(const Key& k) const {
-      size_t h = std::hash<int64_t>()(k.m);
-      h = h * 1000003u ^ std::hash<int64_t>()(k.n);
-      h = h * 1000003u ^ std::hash<int64_t>()(k.batch);
-      return h * 1000003u ^ std::hash<int>()(k.sms);
-    }
-  };
-  static std::mutex mu;
-  static std::unordered_map<Key, Sm90TileConfig, Hash> cache;
-  const Key key{m, n, batch, num_sms};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  const Sm90TileConfig cfg = jax_sm100::host::choose_config(m, n, batch, num_sms);
-  cache.emplace(key, cfg);
-  return cfg;
 }
 
 bool to_gemm_dtype(ffi::DataType t, GemmDtype* out) {
@@ -122,20 +104,66 @@ __global__ void scale_c_kernel(const Out* c, Out* d, int64_t per_batch, int64_t 
 }
 
 template <class T>
-std::string dispatch_out(const GemmProblem& pr, Sm90TileConfig cfg, int sms, cudaStream_t s) {
+std::string sm90_launch_for_out(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  using jax_sm100::host::sm90_gemm_launch;
   switch (pr.out_type) {
-    case GemmDtype::kBF16: return jax_sm100::host::sm90_gemm_launch<T, __nv_bfloat16>(pr, cfg, sms, s);
-    case GemmDtype::kF16: return jax_sm100::host::sm90_gemm_launch<T, __half>(pr, cfg, sms, s);
-    case GemmDtype::kF32: return jax_sm100::host::sm90_gemm_launch<T, float>(pr, cfg, sms, s);
+    case GemmDtype::kBF16: return sm90_gemm_launch<T, __nv_bfloat16>(pr, num_sms, stream);
+    case GemmDtype::kF16: return sm90_gemm_launch<T, __half>(pr, num_sms, stream);
+    case GemmDtype::kF32: return sm90_gemm_launch<T, float>(pr, num_sms, stream);
   }
   return "unsupported output type";
 }
 
-/// Shared validation + launch of both handlers. `c` is null for the plain GEMM.
+/// K == 0: nothing to contract, D = beta * C (pr.c set) or zeros.
+ffi::Error fill_without_product(const std::string& name, const GemmProblem& pr, int num_sms,
+                                cudaStream_t stream) {
+  const int64_t total = pr.batch * pr.m * pr.n;
+  if (pr.c == nullptr) {
+    const cudaError_t e =
+        cudaMemsetAsync(pr.d, 0, total * jax_sm100::host::dtype_bytes(pr.out_type), stream);
+    if (e != cudaSuccess) return ffi::Error::Internal(name + ": " + cudaGetErrorString(e));
+    return ffi::Error::Success();
+  }
+  const int blocks = (int)std::min<int64_t>((total + 255) / 256, (int64_t)num_sms * 8);
+  switch (pr.out_type) {
+    case GemmDtype::kBF16:
+      scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(pr.c),
+                                                 static_cast<__nv_bfloat16*>(pr.d), pr.m * pr.n,
+                                                 total, pr.c_batched, pr.beta);
+      break;
+    case GemmDtype::kF16:
+      scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(pr.c),
+                                                 static_cast<__half*>(pr.d), pr.m * pr.n, total,
+                                                 pr.c_batched, pr.beta);
+      break;
+    case GemmDtype::kF32:
+      scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(pr.c),
+                                                 static_cast<float*>(pr.d), pr.m * pr.n, total,
+                                                 pr.c_batched, pr.beta);
+      break;
+  }
+  return jax_sm100::host::last_cuda_error(name);
+}
+
+/// The sm_90a path: the K == 0 fill, else the kernel that pr.tiling names.
+ffi::Error run_sm90(const std::string& name, const GemmProblem& pr, const DeviceInfo& dev,
+                    cudaStream_t stream) {
+  if (pr.k == 0) return fill_without_product(name, pr, dev.num_sms, stream);
+  const std::string err = pr.in_type == GemmDtype::kBF16
+                              ? sm90_launch_for_out<__nv_bfloat16>(pr, dev.num_sms, stream)
+                              : sm90_launch_for_out<__half>(pr, dev.num_sms, stream);
+  if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
+  return ffi::Error::Success();
+}
+
+/// Shared validation + dispatch of both handlers. `c` is null for the plain GEMM.
 ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuffer& a,
                        const ffi::AnyBuffer& b, const ffi::AnyBuffer* c, ffi::AnyBuffer* d,
-                       bool trans_a, bool trans_b, float alpha, float beta) {
+                       bool trans_a, bool trans_b, float alpha, float beta,
+                       const GemmTiling& tiling) {
   const std::string who = std::string(name) + ": ";
+  const std::string tiling_err = check_tiling(tiling);
+  if (!tiling_err.empty()) return ffi::Error::InvalidArgument(who + tiling_err);
   auto ad = a.dimensions();
   auto bd = b.dimensions();
   auto dd = d->dimensions();
@@ -203,80 +231,34 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
   pr.a = a.untyped_data();
   pr.b = b.untyped_data();
   pr.d = d->untyped_data();
+  pr.tiling = tiling;
   if (pr.m == 0 || pr.n == 0 || pr.batch == 0) return ffi::Error::Success();
   if (pr.m > INT32_MAX || pr.n > INT32_MAX || pr.k > INT32_MAX || pr.batch > INT32_MAX)
     return ffi::Error::InvalidArgument(who + "dimensions must fit in 32-bit integers");
 
-  DeviceInfo info;
-  std::string err = device_info(&info);
+  DeviceInfo dev;
+  const std::string err = jax_sm100::host::current_device(&dev);
   if (!err.empty()) return ffi::Error::Internal(who + err);
-  if (info.cc_major != 9 || info.cc_minor != 0)
-    return ffi::Error(ffi::ErrorCode::kUnimplemented,
-                      who + "the kernel needs an sm_90 GPU (H100/H200); this one is sm_" +
-                          std::to_string(info.cc_major) + std::to_string(info.cc_minor));
-
-  if (pr.k == 0) {  // nothing to contract: D = beta * C, or zeros
-    const int64_t total = pr.batch * pr.m * pr.n;
-    cudaError_t e;
-    if (!use_c) {
-      e = cudaMemsetAsync(pr.d, 0, total * out_bytes, stream);
-    } else {
-      const int blocks = (int)std::min<int64_t>((total + 255) / 256, (int64_t)info.num_sms * 8);
-      switch (pr.out_type) {
-        case GemmDtype::kBF16:
-          scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(pr.c),
-                                                     static_cast<__nv_bfloat16*>(pr.d), pr.m * pr.n,
-                                                     total, pr.c_batched, beta);
-          break;
-        case GemmDtype::kF16:
-          scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(pr.c),
-                                                     static_cast<__half*>(pr.d), pr.m * pr.n, total,
-                                                     pr.c_batched, beta);
-          break;
-        case GemmDtype::kF32:
-          scale_c_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(pr.c),
-                                                     static_cast<float*>(pr.d), pr.m * pr.n, total,
-                                                     pr.c_batched, beta);
-          break;
-      }
-      e = cudaGetLastError();
-    }
-    if (e != cudaSuccess) return ffi::Error::Internal(who + cudaGetErrorString(e));
-    return ffi::Error::Success();
+  switch (dev.arch()) {
+    case 90: return run_sm90(name, pr, dev, stream);
+    // 10.x: the sm_100a kernels (ffi/src/sm100/) plug in here.
+    default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }
-
-  Sm90TileConfig cfg = cached_config(pr.m, pr.n, pr.batch, info.num_sms);
-  // Tuning knob for benchmarks/tests only: JAX_SM100_SM90_CONFIG=0|1|2|3 forces a tile
-  // config (see Sm90TileConfig); unset in normal use.
-  if (const char* force = std::getenv("JAX_SM100_SM90_CONFIG")) {
-    if (force[0] >= '0' && force[0] <= '3' && force[1] == 0)
-      cfg = static_cast<Sm90TileConfig>(force[0] - '0');
-  }
-  pr.cluster = jax_sm100::host::choose_cluster(cfg, pr.m, pr.n, pr.batch, info.num_sms);
-  // Tuning knob: JAX_SM100_SM90_CLUSTER=1 turns the 2-CTA clusters off (=2 forces them
-  // where the config allows: 128-row tiles).
-  if (const char* force = std::getenv("JAX_SM100_SM90_CLUSTER")) {
-    if (force[0] == '1' && force[1] == 0) pr.cluster = 1;
-    if (force[0] == '2' && force[1] == 0 &&
-        (cfg == Sm90TileConfig::k128x256 || cfg == Sm90TileConfig::k128x128))
-      pr.cluster = 2;
-  }
-  err = pr.in_type == GemmDtype::kBF16 ? dispatch_out<__nv_bfloat16>(pr, cfg, info.num_sms, stream)
-                                       : dispatch_out<__half>(pr, cfg, info.num_sms, stream);
-  if (!err.empty()) return ffi::Error::Internal(who + err);
-  return ffi::Error::Success();
 }
 
 ffi::Error gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
-                     ffi::Result<ffi::AnyBuffer> d, bool trans_a, bool trans_b) {
-  return gemm_common("jax_sm100_gemm", stream, a, b, nullptr, &(*d), trans_a, trans_b, 1.0f, 0.0f);
+                     ffi::Result<ffi::AnyBuffer> d, bool trans_a, bool trans_b, int32_t block_m,
+                     int32_t block_n, int32_t cluster_m, int32_t group_m) {
+  return gemm_common("jax_sm100_gemm", stream, a, b, nullptr, &(*d), trans_a, trans_b, 1.0f, 0.0f,
+                     GemmTiling{block_m, block_n, cluster_m, group_m});
 }
 
 ffi::Error gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                               ffi::AnyBuffer c, ffi::Result<ffi::AnyBuffer> d, bool trans_a,
-                              bool trans_b, float alpha, float beta) {
+                              bool trans_b, float alpha, float beta, int32_t block_m,
+                              int32_t block_n, int32_t cluster_m, int32_t group_m) {
   return gemm_common("jax_sm100_gemm_residual", stream, a, b, &c, &(*d), trans_a, trans_b, alpha,
-                     beta);
+                     beta, GemmTiling{block_m, block_n, cluster_m, group_m});
 }
 
 }  // namespace
@@ -288,7 +270,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Gemm, gemm_impl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b"),
+                                  .Attr<bool>("trans_b")
+                                  .Attr<int32_t>("block_m")
+                                  .Attr<int32_t>("block_n")
+                                  .Attr<int32_t>("cluster_m")
+                                  .Attr<int32_t>("group_m"),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmResidual, gemm_residual_impl,
@@ -301,5 +287,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmResidual, gemm_residual_impl,
                                   .Attr<bool>("trans_a")
                                   .Attr<bool>("trans_b")
                                   .Attr<float>("alpha")
-                                  .Attr<float>("beta"),
+                                  .Attr<float>("beta")
+                                  .Attr<int32_t>("block_m")
+                                  .Attr<int32_t>("block_n")
+                                  .Attr<int32_t>("cluster_m")
+                                  .Attr<int32_t>("group_m"),
                               {xla::ffi::Traits::kCmdBufferCompatible});

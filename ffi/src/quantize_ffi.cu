@@ -22,8 +22,10 @@
 //   attribute scale_t_transposed (int32): 1 (only with t_block_rows == 1) -> scale_t
 //                                        (ceil(R/128), round_up(C, 4)), likewise
 //
-// Semantics are documented in kernels/quantize_fp8.cuh. Graph-safe: no allocation, no
-// host synchronisation.
+// Semantics are documented in kernels/common/quantize_fp8.cuh. The kernels are plain CUDA
+// (no architecture-specific instructions): they run on every architecture the extension
+// is built for. Graph-safe: no allocation, no host synchronisation (the device's SM
+// count, which sizes the 1x128 grid, is read once and cached).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,11 +42,9 @@ namespace {
 
 using namespace jax_sm100::kernels::quant;
 
-using jax_sm100::host::sm_count;
-
 template <typename T>
-cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, int64_t rows,
-                   int64_t cols, int block_rows, bool transposed, int64_t scale_ld) {
+cudaError_t launch(cudaStream_t stream, int num_sms, const void* x, void* q, float* scale,
+                   int64_t rows, int64_t cols, int block_rows, bool transposed, int64_t scale_ld) {
   const bool aligned = (cols % kChunk) == 0 &&
                        (reinterpret_cast<uintptr_t>(x) % 16) == 0 &&
                        (reinterpret_cast<uintptr_t>(q) % 16) == 0;
@@ -56,7 +56,7 @@ cudaError_t launch(cudaStream_t stream, const void* x, void* q, float* scale, in
     // 8 groups per warp step, 8 warps per CTA; cap at 8 CTAs per SM (full occupancy) and let
     // the kernel's grid-stride loop cover the rest.
     int64_t ctas = (groups + 63) / 64;  // 8 warps x 8 groups per step
-    const int64_t cap = int64_t(sm_count()) * 8;
+    const int64_t cap = int64_t(num_sms) * 8;
     if (ctas > cap) ctas = cap;
     if (ctas < 1) ctas = 1;
     if (transposed)
@@ -227,9 +227,13 @@ ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_ro
         std::to_string(want1) + ") for this x and block shape");
   if (rows == 0 || cols == 0) return ffi::Error::Success();
 
+  jax_sm100::host::DeviceInfo dev;
+  const std::string dev_err = jax_sm100::host::current_device(&dev);
+  if (!dev_err.empty()) return ffi::Error::Internal("quantize_fp8: " + dev_err);
   return launch_for_input_type("quantize_fp8", x.element_type(), [&](auto type) {
-    return launch<decltype(type)>(stream, x.untyped_data(), q->untyped_data(), scale->typed_data(),
-                                  rows, cols, block_rows, scale_transposed != 0, rows_pad);
+    return launch<decltype(type)>(stream, dev.num_sms, x.untyped_data(), q->untyped_data(),
+                                  scale->typed_data(), rows, cols, block_rows,
+                                  scale_transposed != 0, rows_pad);
   });
 }
 

@@ -1,11 +1,13 @@
-// Definition of sm90_gemm_launch<T, Out>: tensor maps + launch of the right kernel
-// instantiation. Included by the six sm90_gemm_inst_<in>_<out>.cu files only, so the
-// 36 kernel instantiations compile in parallel translation units.
+// Definition of sm90_gemm_launch<T, Out>: tensor maps, tile order and the launch of the
+// kernel instantiation that the call's (block_m, block_n, cluster_m) names. Included by
+// the six gemm_inst_<in>_<out>.cu files only, so the 72 kernel instantiations (12 per
+// dtype pair) compile in parallel translation units.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -19,7 +21,7 @@ namespace sm90 = jax_sm100::kernels::sm90;
 
 // Tile configs: (BLOCK_M, BLOCK_N, input stages, C stages[, consumer warpgroups]). The
 // residual variants trade input stages for a 4-deep C ring (which also stages D) so
-// that everything fits in 227 KB of shared memory. Measured on H200 (2026-11-21):
+// that everything fits in 227 KB of shared memory. Measured on H200:
 // 128x256 with 3 input stages runs as fast as with 4 (8192^3 and 4096x7168x2048), so
 // the plain 128x256 kernel spends the 4th stage's smem on a whole-tile D staging area.
 using Cfg128x256 = sm90::GemmConfig<128, 256, 3, 0>;
@@ -43,35 +45,53 @@ inline CUtensorMapDataType tma_dtype() {
   else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
-/// Builds the tensor maps and launches one config. Returns "" or an error sentence.
+/// A rank-3 [batch, outer, inner] row-major operand read/written in 128B-swizzled boxes
+/// of box_outer rows x box_inner elements.
+inline std::string encode_operand(CUtensorMap* map, const void* base, CUtensorMapDataType dt,
+                                  uint32_t elem_bytes, int64_t inner, int64_t outer,
+                                  int64_t batch, uint32_t box_inner, uint32_t box_outer) {
+  TensorMapSpec s;
+  s.base = base;
+  s.dtype = dt;
+  s.elem_bytes = elem_bytes;
+  s.rank = 3;
+  s.inner = static_cast<uint64_t>(inner);
+  s.outer = static_cast<uint64_t>(outer);
+  s.batch = static_cast<uint64_t>(batch);
+  s.box_inner = box_inner;
+  s.box_outer = box_outer;
+  s.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return encode_tensor_map(map, s);
+}
+
+/// Builds the tensor maps and the tile order, and launches one config. Returns "" or an
+/// error sentence.
 template <class Cfg, class T, class Out>
 std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
   sm90::GemmParams p{};
   const CUtensorMapDataType in_dt = tma_dtype<T>(), out_dt = tma_dtype<Out>();
-  const uint64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
+  const int64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
   std::string err;
   // A: (M, K) K-major -> box {64 K, BM rows}; (K, M) M-major -> box {64 M, 64 K}.
   if (!pr.trans_a)
-    err = encode_tma_3d(&p.tma_a, {pr.a, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.m, ba}, 64, Cfg::kBlockM);
+    err = encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, Cfg::kBlockM);
   else
-    err = encode_tma_3d(&p.tma_a, {pr.a, in_dt, 2, (uint64_t)pr.m, (uint64_t)pr.k, ba}, 64, 64);
+    err = encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.m, pr.k, ba, 64, 64);
   if (!err.empty()) return "A: " + err;
   // B: (K, N) N-major -> box {64 N, 64 K}; (N, K) K-major -> box {64 K, BN rows}.
   if (!pr.trans_b)
-    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.n, (uint64_t)pr.k, bb}, 64, 64);
+    err = encode_operand(&p.tma_b, pr.b, in_dt, 2, pr.n, pr.k, bb, 64, 64);
   else  // each CTA of a cluster loads (and multicasts) BN / cluster rows
-    err = encode_tma_3d(&p.tma_b, {pr.b, in_dt, 2, (uint64_t)pr.k, (uint64_t)pr.n, bb}, 64,
-                        Cfg::kBlockN / Cfg::kCluster);
+    err = encode_operand(&p.tma_b, pr.b, in_dt, 2, pr.k, pr.n, bb, 64,
+                         Cfg::kBlockN / Cfg::kCluster);
   if (!err.empty()) return "B: " + err;
   // D (and C): (M, N) row-major, epilogue chunks of 64 rows x 128 bytes.
   const uint32_t epi_n = 128 / sizeof(Out);
-  err = encode_tma_3d(&p.tma_d, {pr.d, out_dt, sizeof(Out), (uint64_t)pr.n, (uint64_t)pr.m,
-                                 (uint64_t)pr.batch}, epi_n, 64);
+  err = encode_operand(&p.tma_d, pr.d, out_dt, sizeof(Out), pr.n, pr.m, pr.batch, epi_n, 64);
   if (!err.empty()) return "D: " + err;
   if constexpr (Cfg::kResidual) {
-    const uint64_t bc = pr.c_batched ? pr.batch : 1;
-    err = encode_tma_3d(&p.tma_c, {pr.c, out_dt, sizeof(Out), (uint64_t)pr.n, (uint64_t)pr.m, bc},
-                        epi_n, 64);
+    const int64_t bc = pr.c_batched ? pr.batch : 1;
+    err = encode_operand(&p.tma_c, pr.c, out_dt, sizeof(Out), pr.n, pr.m, bc, epi_n, 64);
     if (!err.empty()) return "C: " + err;
   }
   p.m = (int)pr.m;
@@ -85,11 +105,15 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   p.trans_b = pr.trans_b;
   p.alpha = pr.alpha;
   p.beta = pr.beta;
-  p.m_tiles = (int)((pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM);
-  p.n_tiles = (int)((pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN);
-  // Work units: cluster tiles (kCluster M tiles x 1 N tile).
-  const int64_t units =
-      (int64_t)((p.m_tiles + Cfg::kCluster - 1) / Cfg::kCluster) * p.n_tiles * pr.batch;
+  // Work units: cluster tiles (kCluster M tiles x 1 N tile), walked in groups of
+  // group_m cluster rows. The kernel indexes them with 31-bit integers.
+  const int64_t m_tiles = (pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int64_t n_tiles = (pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int64_t units = (m_tiles + Cfg::kCluster - 1) / Cfg::kCluster * n_tiles * pr.batch;
+  if (units > INT32_MAX || (int64_t)pr.tiling.group_m * n_tiles > INT32_MAX)
+    return "too many output tiles (" + std::to_string(units) + ") for one launch";
+  p.order = kernels::TileOrder::make((int)m_tiles, (int)n_tiles, (int)pr.batch, Cfg::kCluster, 1,
+                                     pr.tiling.group_m);
 
   auto kernel = sm90::sm90_gemm_kernel<Cfg, T, Out>;
   // Raising the dynamic smem limit is host-side function state (no sync, no
@@ -139,31 +163,29 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
 }
 
 template <class T, class Out>
-std::string sm90_gemm_launch(const GemmProblem& pr, Sm90TileConfig cfg, int num_sms,
-                             cudaStream_t stream) {
+std::string sm90_gemm_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
   const bool res = pr.c != nullptr;
-  const bool c2 = pr.cluster == 2;
-  switch (cfg) {
-    case Sm90TileConfig::k128x256:
-      if (c2)
-        return res ? launch_config<Cfg128x256RC2, T, Out>(pr, num_sms, stream)
-                   : launch_config<Cfg128x256C2, T, Out>(pr, num_sms, stream);
-      return res ? launch_config<Cfg128x256R, T, Out>(pr, num_sms, stream)
-                 : launch_config<Cfg128x256, T, Out>(pr, num_sms, stream);
-    case Sm90TileConfig::k128x128:
-      if (c2)
-        return res ? launch_config<Cfg128x128RC2, T, Out>(pr, num_sms, stream)
-                   : launch_config<Cfg128x128C2, T, Out>(pr, num_sms, stream);
-      return res ? launch_config<Cfg128x128R, T, Out>(pr, num_sms, stream)
-                 : launch_config<Cfg128x128, T, Out>(pr, num_sms, stream);
-    case Sm90TileConfig::k64x128:
-      return res ? launch_config<Cfg64x128R, T, Out>(pr, num_sms, stream)
-                 : launch_config<Cfg64x128, T, Out>(pr, num_sms, stream);
-    case Sm90TileConfig::k64x64:
-      return res ? launch_config<Cfg64x64R, T, Out>(pr, num_sms, stream)
-                 : launch_config<Cfg64x64, T, Out>(pr, num_sms, stream);
-  }
-  return "unknown tile config";
+  const GemmTiling& t = pr.tiling;
+  if (t.block_m == 128 && t.block_n == 256 && t.cluster_m == 1)
+    return res ? launch_config<Cfg128x256R, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg128x256, T, Out>(pr, num_sms, stream);
+  if (t.block_m == 128 && t.block_n == 256 && t.cluster_m == 2)
+    return res ? launch_config<Cfg128x256RC2, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg128x256C2, T, Out>(pr, num_sms, stream);
+  if (t.block_m == 128 && t.block_n == 128 && t.cluster_m == 1)
+    return res ? launch_config<Cfg128x128R, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg128x128, T, Out>(pr, num_sms, stream);
+  if (t.block_m == 128 && t.block_n == 128 && t.cluster_m == 2)
+    return res ? launch_config<Cfg128x128RC2, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg128x128C2, T, Out>(pr, num_sms, stream);
+  if (t.block_m == 64 && t.block_n == 128 && t.cluster_m == 1)
+    return res ? launch_config<Cfg64x128R, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg64x128, T, Out>(pr, num_sms, stream);
+  if (t.block_m == 64 && t.block_n == 64 && t.cluster_m == 1)
+    return res ? launch_config<Cfg64x64R, T, Out>(pr, num_sms, stream)
+               : launch_config<Cfg64x64, T, Out>(pr, num_sms, stream);
+  return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +
+         ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
 }
 
 }  // namespace jax_sm100::host

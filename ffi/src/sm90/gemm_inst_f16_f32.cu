@@ -3,5 +3,5 @@
 #include "sm90/gemm_inst.h"
 
 namespace jax_sm100::host {
-template std::string sm90_gemm_launch<__half, float>(const GemmProblem&, Sm90TileConfig, int, cudaStream_t);
+template std::string sm90_gemm_launch<__half, float>(const GemmProblem&, int, cudaStream_t);
 }  // namespace jax_sm100::host

@@ -87,6 +87,17 @@ struct TileScheduler {
       b = static_cast<int>(q);
       r = order.div_batch.rem(r, q);
     }
+    tile_in_batch(r, mt, nt);
+  }
+
+  /// M tile and N tile of this CTA in cluster tile t, for launches with one batch entry
+  /// (no batch decode on the path).
+  JAX_SM100_HD void tile(int t, int& mt, int& nt) const {
+    tile_in_batch(static_cast<uint32_t>(t), mt, nt);
+  }
+
+  /// M tile and N tile of cluster tile r of one batch entry (0 <= r < num_m * num_n).
+  JAX_SM100_HD void tile_in_batch(uint32_t r, int& mt, int& nt) const {
     const uint32_t group = order.div_group.div(r);
     const int first_m = static_cast<int>(group) * order.group_m;
     const uint32_t in_group = order.div_group.rem(r, group);
@@ -98,11 +109,6 @@ struct TileScheduler {
     nt = static_cast<int>(col) * cluster_n + rank_n;
   }
 
-  /// M tile and N tile of cluster tile t, for launches with one batch entry.
-  JAX_SM100_HD void tile(int t, int& mt, int& nt) const {
-    int b;
-    tile(t, b, mt, nt);
-  }
 };
 
 }  // namespace jax_sm100::kernels

@@ -12,10 +12,11 @@
 //     NumWG = 2 normally; 1 for the small 64x64 decode tile (more CTAs for small M).
 //
 // Epilogue staging: plain kernels stage D through kDBufs 64 x 128 B buffers per
-// warpgroup (4 for 256-wide warpgroup tiles: one barrier pair per bf16 tile). Residual kernels stage D IN PLACE in the C chunk the epilogue-load warp
-// brought in (each thread overwrites exactly the C elements it read), so C needs no
-// extra buffer; a C stage is handed back to the load warp once the TMA store that
-// reads it has finished reading shared memory (cp.async.bulk.wait_group.read).
+// warpgroup (4 for 256-wide warpgroup tiles: one barrier pair per bf16 tile). Residual
+// kernels stage D IN PLACE in the C chunk the epilogue-load warp brought in (each
+// thread overwrites exactly the C elements it read), so C needs no extra buffer; a C
+// stage is handed back to the load warp once the TMA store that reads it has finished
+// reading shared memory (cp.async.bulk.wait_group.read).
 //
 // Operand layouts (the backward pass needs all four; no transposes are materialized):
 //   A: (M, K) row-major = K-major (trans_a = 0) or (K, M) = M-major (trans_a = 1);
@@ -30,6 +31,10 @@
 // with it, so every consumer warp arrives on the empty barrier of each CTA (remote
 // arrive through the pipeline library's DeviceBarrier::arrive_cluster).
 //
+// Tile order: the persistent walk of common/tile_scheduler.cuh over cluster tiles, with
+// group_m cluster rows per L2 group; the host makes the TileOrder (group_m is a launch
+// argument, not a compile-time choice) and passes it in GemmParams.
+//
 // Partial tiles: TMA loads zero-fill outside the tensor, TMA stores clip, so any
 // M, N, K >= 0 works (K == 0 gives D = beta*C, or zeros).
 #pragma once
@@ -42,6 +47,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "jax_sm100/common/named_barrier.cuh"
+#include "jax_sm100/common/tile_scheduler.cuh"
 #include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
@@ -50,7 +57,6 @@
 #include "jax_sm100/ptx/common/mbarrier.cuh"
 #include "jax_sm100/ptx/common/tma.cuh"
 #include "jax_sm100/ptx/sm90/wgmma.cuh"
-
 
 namespace jax_sm100::kernels::sm90 {
 
@@ -66,7 +72,7 @@ struct GemmParams {
   int a_batched, b_batched, c_batched;  ///< 0: operand broadcast (TMA batch coordinate 0)
   int trans_a, trans_b;                 ///< operand layouts, see the file comment
   float alpha, beta;
-  int m_tiles, n_tiles;  ///< tiles per batch along M / N
+  TileOrder order;  ///< tile order over (batch, cluster rows, N tiles), made on the host
 };
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
@@ -87,7 +93,6 @@ struct GemmConfig {
   static constexpr int kWgN = NumWG / kWgM;       // ... along N
   static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
   static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
-  static constexpr int kGroupM = 8;               // rasterization: M tiles per L2 group
 
   static_assert(NumWG == 1 || NumWG == 2, "one or two consumer warpgroups");
   static_assert((BM == 64 || BM == 128) && BM / 64 <= NumWG, "BLOCK_M is 64 rows per warpgroup");
@@ -116,45 +121,7 @@ struct GemmConfig {
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
 };
 
-/// Persistent tile scheduler over cluster tiles (kCluster consecutive M tiles of one N
-/// tile): unit u -> (batch, m_tile, n_tile) for this CTA's rank in its cluster. Within a
-/// batch, units walk groups of kGroupM cluster rows column by column, so CTAs running
-/// together share A rows and B columns in L2. Loop: for (u = first(); u < num_units;
-/// u += stride()).
-template <int kGroupM, int kCluster>
-struct TileScheduler {
-  int m_rows, n_tiles, units_per_batch, num_units, rank;
-
-  __device__ __forceinline__ TileScheduler(const GemmParams& p, int cta_rank)
-      : m_rows((p.m_tiles + kCluster - 1) / kCluster), n_tiles(p.n_tiles),
-        units_per_batch(m_rows * p.n_tiles), num_units(m_rows * p.n_tiles * p.batch),
-        rank(cta_rank) {}
-
-  /// This cluster's first unit and the number of clusters (the stride).
-  __device__ __forceinline__ int first() const { return static_cast<int>(blockIdx.x) / kCluster; }
-  __device__ __forceinline__ int stride() const { return static_cast<int>(gridDim.x) / kCluster; }
-
-  /// Coordinates of unit `u` (0 <= u < num_units) for this CTA.
-  __device__ __forceinline__ void coords(int u, int& b, int& mt, int& nt) const {
-    b = u / units_per_batch;
-    const int r = u - b * units_per_batch;
-    const int span = kGroupM * n_tiles;
-    const int g = r / span;
-    const int first_m = g * kGroupM;
-    const int gsize = min(m_rows - first_m, kGroupM);
-    const int rr = r - g * span;
-    mt = (first_m + rr % gsize) * kCluster + rank;
-    nt = rr / gsize;
-  }
-};
-
 namespace detail {
-
-/// Named barrier over `kThreads` threads (ids 1.. ; 0 is __syncthreads).
-template <int kThreads>
-__device__ __forceinline__ void named_bar_sync(int id) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kThreads) : "memory");
-}
 
 /// Byte offset of (row, byte) inside a [rows][128 B] tile with the 128B swizzle
 /// (16-byte chunk index XOR row % 8), matching TMA's CU_TENSOR_MAP_SWIZZLE_128B.
@@ -281,7 +248,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
   const int rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
 
-  const TileScheduler<Cfg::kGroupM, Cfg::kCluster> sched(p, rank);
+  // Cluster tiles (kCluster M tiles of one N tile) in the host-made order; this cluster
+  // takes tiles first, first + stride, ...
+  const TileScheduler sched = TileScheduler::make(
+      p.order, Cfg::kCluster, 1, rank, static_cast<int>(blockIdx.x) / Cfg::kCluster,
+      static_cast<int>(gridDim.x) / Cfg::kCluster);
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
 
   if (warp < 4) {
@@ -289,9 +260,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_dec<40>();
     if (warp == 0 && lane == 0) {
       auto producer = input.producer();
-      for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
+      for (int t = sched.first; t < sched.count(); t += sched.stride) {
         int b, mt, nt;
-        sched.coords(t, b, mt, nt);
+        sched.tile(t, b, mt, nt);
         const int m0 = mt * Cfg::kBlockM, n0 = nt * Cfg::kBlockN;
         const int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
         for (int kb = 0; kb < k_blocks; ++kb) {
@@ -334,9 +305,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kCluster > 1) producer.drain();
     } else if (Cfg::kResidual && warp == 1 && lane == 0) {
       // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
-      for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
+      for (int t = sched.first; t < sched.count(); t += sched.stride) {
         int b, mt, nt;
-        sched.coords(t, b, mt, nt);
+        sched.tile(t, b, mt, nt);
         const int zc = p.c_batched ? b : 0;
         for (int c = 0; c < kChunks; ++c) {
           auto stage = epi.produce();  // waits until every WG freed the stage
@@ -367,9 +338,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
 
-    for (int t = sched.first(); t < sched.num_units; t += sched.stride()) {
+    for (int t = sched.first; t < sched.count(); t += sched.stride) {
       int b, mt, nt;
-      sched.coords(t, b, mt, nt);
+      sched.tile(t, b, mt, nt);
 #pragma unroll
       for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
 
@@ -400,7 +371,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             // A new group reuses every buffer: the previous group's stores (issued one
             // main loop ago, except for f32 tiles wider than one group) must have read them.
             if (tid_wg == 0) ptx::tma_store_wait_group_read<0>();
-            detail::named_bar_sync<128>(1 + w);
+            named_barrier_sync(1 + w, 128);
           }
         }
 #pragma unroll
@@ -426,7 +397,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // Plain: store a group once all of its chunks are in shared memory.
           if (c % Cfg::kDBufs == Cfg::kDBufs - 1 || c == kChunks - 1) {
             ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
-            detail::named_bar_sync<128>(1 + w);
+            named_barrier_sync(1 + w, 128);
             if (tid_wg == 0) {
               for (int cc = c - c % Cfg::kDBufs; cc <= c; ++cc)
                 ptx::tma_store_3d(&p.tma_d, my_d + (cc % Cfg::kDBufs) * Cfg::kEpiTileBytes,
@@ -437,7 +408,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           continue;
         }
         ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
-        detail::named_bar_sync<128>(1 + w);
+        named_barrier_sync(1 + w, 128);
         if (tid_wg == 0) {
           ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
           ptx::tma_store_commit_group();
