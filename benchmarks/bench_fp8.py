@@ -1,6 +1,6 @@
 """Benchmark of the FP8 blockwise kernels against cuBLASLt (through torch) and XLA.
 
-    python -m jax_sm100.bench_fp8 --out DIR [--quick]
+    python benchmarks/bench_fp8.py --out DIR [--quick] [--sweep]
 
 Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^T):
   ours            jax_sm100.fp8_blockwise_matmul (documented layouts: a_scale (M, K/128),
@@ -9,8 +9,7 @@ Side by side in one process on one GPU, TFLOP/s per shape (M x N x K, d = a @ b^
                   given as (ceil(K/128), M), the bytes cuBLASLt's scale_a (M, K/128) with
                   strides (1, M) holds and what quantize_fp8_blockwise(...,
                   scale_transposed=True) returns; the kernel reads it as it is (no XLA op
-                  before it when M % 4 == 0). Until the fifteenth session this column
-                  called the FFI target directly, the same launch.
+                  before it when M % 4 == 0).
   cublas_block    cuBLASLt blockwise FP8 (1x128 for a, 128x128 for b) through torch
   cublas_tensor   cuBLASLt per-tensor FP8 (torch._scaled_mm with scalar scales)
   xla_bf16        XLA jnp.dot in bf16
@@ -31,8 +30,10 @@ Also: quantization bandwidth (jax_sm100_quantize_fp8, 1x128 and 128x128, bf16 in
 against a measured device copy, and the XLA-compiled reference quantizer; and the dual
 quantization (jax_sm100_quantize_fp8_dual: x and x^T in one pass) against the separate
 launches fp8_dot runs without it. And fp8_dot's training step (y, dx, dw) with a's
-scales written by the quantizers in the GEMM's layout (the default) against the same step
-with XLA transposing them (JAX_SM100_FP8_FUSED_SCALES=0), and XLA's bf16 step.
+scales written by the quantizers as transposed A scales (the default) against the same step
+with XLA transposing them (jax_sm100.tuning.override(fp8_fused_scales=False)), and XLA's
+bf16 step. --sweep times kernel configurations (jax_sm100.tuning.Fp8Config) against the
+default choice.
 
 Writes DIR/bench_fp8.json (device, date, commit, every number) and DIR/bench_fp8.png.
 Columns whose library is missing are skipped with a note.
@@ -46,10 +47,11 @@ import math
 import os
 import statistics
 import sys
-import time
 
-# torch and JAX share the GPU: keep XLA from grabbing most of its memory up front.
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (E4M3, _torch, calc_diff, cdiv, fp8_transposed, geomean,  # noqa: E402
+                    git_commit, gpu_time_jax, gpu_time_torch, n_sets_for,
+                    pick_torch_blockwise, quantized_sets, time_jax, time_torch, torch_sets)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -57,8 +59,9 @@ import numpy as np  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
-from jax_sm100._gemm import fp8_kernel_a_scale  # noqa: E402
-from jax_sm100.bench import _geomean, _git_commit  # noqa: E402
+from jax_sm100 import tuning  # noqa: E402
+from jax_sm100._launch import quantize as launch_q  # noqa: E402
+from jax_sm100._reference import quantize_blockwise  # noqa: E402
 
 LARGE = [(8192, 8192, 8192), (4096, 7168, 16384), (4096, 4096, 4096), (4096, 24576, 1536),
          (4096, 7168, 2048)]
@@ -66,223 +69,6 @@ SMALL = [(2048, 2048, 2048), (128, 7168, 4096), (64, 7168, 4096), (16, 4096, 716
 QUICK = [(4096, 7168, 16384), (8192, 8192, 8192), (4096, 4096, 4096), (128, 7168, 4096)]
 N_SETS = 16  # distinct input sets for the quantization timing (16 x 128 MB)
 GPU_ROUNDS = 3  # round-robin rounds of the GPU-time columns; each reports its median
-E4M3 = jnp.float8_e4m3fn
-
-
-def _cdiv(a, b):
-  return -(-a // b)
-
-
-def time_jax(fn, sets, reps):
-  """Seconds per call of fn(*set): each measurement is one jit over several distinct
-  input sets (median over reps); the per-call time is the DIFFERENCE between all sets
-  and the first two, divided by the extra sets, so the host's dispatch and sync latency
-  (tens of microseconds, large next to a 100-microsecond op) cancels out."""
-  def measure(ss):
-    many = jax.jit(lambda ss: [fn(*s) for s in ss])
-    jax.block_until_ready(many(ss))
-    times = []
-    for _ in range(reps):
-      t0 = time.perf_counter()
-      jax.block_until_ready(many(ss))
-      times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-  if len(sets) >= 4:
-    return max((measure(sets) - measure(sets[:2])) / (len(sets) - 2), 1e-9)
-  return measure(sets) / len(sets)
-
-
-def n_sets_for(m, n, k):
-  """Enough distinct input sets that the timed work dwarfs dispatch jitter."""
-  return 8 if 2.0 * m * n * k > 5e10 else 32
-
-
-def time_torch(torch, fn, sets, reps):
-  """Seconds per call with CUDA events, rotating over the sets, median over reps."""
-  for s in sets:
-    fn(*s)
-  torch.cuda.synchronize()
-  times = []
-  for _ in range(reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for s in sets:
-      fn(*s)
-    end.record()
-    end.synchronize()
-    times.append(start.elapsed_time(end) * 1e-3 / len(sets))
-  return statistics.median(times)
-
-
-def cupti_gpu_events(torch, run_all, reps):
-  """Every kernel and device memcpy/memset (chrome-trace events: cat, name, dur in us)
-  that `reps` calls of run_all() put on the GPU, recorded by CUPTI through
-  torch.profiler. CUPTI sees every kernel of the process, whoever launched it (XLA, our
-  FFI handlers, cuBLASLt)."""
-  import tempfile
-  from torch.profiler import ProfilerActivity, profile
-  run_all()  # compile / warm up outside the window
-  torch.cuda.synchronize()
-  with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    for _ in range(reps):
-      run_all()
-    torch.cuda.synchronize()
-  with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "trace.json")
-    prof.export_chrome_trace(path)
-    with open(path) as fh:
-      events = json.load(fh)["traceEvents"]
-  return [e for e in events
-          if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
-
-
-def _cupti_total_us(torch, run_all, reps):
-  """Summed duration (us) of cupti_gpu_events."""
-  return sum(float(e["dur"]) for e in cupti_gpu_events(torch, run_all, reps))
-
-
-def gpu_time_jax(torch, fn, sets, reps=3):
-  """GPU seconds per call of fn(*set) (one jit over all sets, as time_jax), from the
-  kernels' own durations: host-side gaps between the ops do not count."""
-  many = jax.jit(lambda ss: [fn(*s) for s in ss])
-  us = _cupti_total_us(torch, lambda: jax.block_until_ready(many(sets)), reps)
-  return us * 1e-6 / (reps * len(sets))
-
-
-def gpu_time_torch(torch, fn, sets, reps=3):
-  """GPU seconds per call of a torch op, from the kernels' own durations."""
-  us = _cupti_total_us(torch, lambda: [fn(*s) for s in sets], reps)
-  return us * 1e-6 / (reps * len(sets))
-
-
-def quantized_sets(m, n, k, n_sets, seed=0):
-  """n_sets of (a, a_scale, b, b_scale) from random normal data, quantized on device."""
-  from jax_sm100._fp8 import _quantize
-  q1 = jax.jit(lambda x: _quantize(x, (1, 128), np.dtype(E4M3)))
-  q128 = jax.jit(lambda x: _quantize(x, (128, 128), np.dtype(E4M3)))
-  key = jax.random.PRNGKey(seed)
-  sets = []
-  for _ in range(n_sets):
-    key, k1, k2 = jax.random.split(key, 3)
-    x = jax.random.normal(k1, (m, k), jnp.bfloat16)
-    w = jax.random.normal(k2, (n, k), jnp.bfloat16)
-    a, sa = q1(x)
-    b, sb = q128(w)
-    sets.append((a, sa, b, sb))
-  jax.block_until_ready(sets)
-  return sets
-
-
-def fp8_kernel(sets, m, n):
-  """The FP8 GEMM's FFI target alone, as a function of (a, a_scale_t, b, b_scale) with A's
-  scales already in the kernel's transposed layout, and quantized `sets` in that form."""
-  call = jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16))
-  kern = lambda a, st, b, sb: call(a, st, b, sb)  # noqa: E731
-  return kern, [(a, fp8_kernel_a_scale(sa), b, sb) for (a, sa, b, sb) in sets]
-
-
-def calc_diff(x, y):
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  return float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
-
-
-# ---------------------------------------------------------------------------
-# torch / cuBLASLt
-# ---------------------------------------------------------------------------
-
-def _torch():
-  try:
-    import torch
-    if not torch.cuda.is_available():
-      return None, "torch has no CUDA device"
-    return torch, ""
-  except Exception as e:  # noqa: BLE001
-    return None, f"torch unavailable ({type(e).__name__}: {e})"
-
-
-def _to_torch(torch, x):
-  """JAX device array -> torch CUDA tensor (through host memory; setup only)."""
-  arr = np.asarray(x)
-  if arr.dtype == np.dtype(E4M3):
-    return torch.from_numpy(arr.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
-  return torch.from_numpy(np.ascontiguousarray(arr)).cuda()
-
-
-def torch_blockwise_candidates(torch):
-  """Ways to ask cuBLASLt for 1x128 x 128x128 FP8; each is checked numerically."""
-  cands = []
-  F = getattr(torch.nn.functional, "scaled_mm", None)
-  ST = getattr(torch.nn.functional, "ScalingType", None)
-  if ST is None:
-    try:
-      from torch.nn.functional import ScalingType as ST  # noqa: N813
-    except Exception:  # noqa: BLE001
-      ST = None
-  if F is not None and ST is not None:
-    r1 = getattr(ST, "BlockWise1x128", None) or getattr(ST, "Blockwise_1x128", None)
-    r128 = getattr(ST, "BlockWise128x128", None) or getattr(ST, "Blockwise_128x128", None)
-    if r1 is not None and r128 is not None:
-      for name, sb_fn in (("scale_b (N/128, K/128)", lambda sb: sb),
-                          ("scale_b (K/128, N/128) view", lambda sb: sb.t()),
-                          ("scale_b (K/128, N/128) contiguous", lambda sb: sb.t().contiguous())):
-        def make(sb_fn=sb_fn):
-          def call(a, sa_cm, bt, sb):
-            return F(a, bt, sa_cm, r1, sb_fn(sb), r128, output_dtype=torch.bfloat16)
-          return call
-        cands.append((f"torch.nn.functional.scaled_mm(..., {r1}, {r128}), {name}", make()))
-  for name, sb_fn in (("scale_b (N/128, K/128)", lambda sb: sb),
-                      ("scale_b (K/128, N/128) view", lambda sb: sb.t()),
-                      ("scale_b (K/128, N/128) contiguous", lambda sb: sb.t().contiguous())):
-    def make(sb_fn=sb_fn):
-      def call(a, sa_cm, bt, sb):
-        return torch._scaled_mm(a, bt, sa_cm, sb_fn(sb), out_dtype=torch.bfloat16)
-      return call
-    cands.append((f"torch._scaled_mm blockwise, {name}", make()))
-  return cands
-
-
-def torch_sets(torch, sets):
-  """`sets` of (a, a_scale, b, b_scale) as torch's blockwise scaled_mm takes them: a_scale
-  (M, K/128) with strides (1, M), b transposed (a view)."""
-  return [(_to_torch(torch, a), _to_torch(torch, sa).t().contiguous().t(), _to_torch(torch, b).t(),
-           _to_torch(torch, sb)) for (a, sa, b, sb) in sets]
-
-
-def torch_and_blockwise():
-  """(torch, cuBLASLt's blockwise FP8 GEMM as a function of a torch_sets entry) for the
-  device scripts; exits with the reason when torch, its CUDA device or a working
-  blockwise scaled_mm is missing."""
-  torch, why = _torch()
-  if torch is None:
-    raise SystemExit(f"needs torch: {why}")
-  _, blk = pick_torch_blockwise(torch, lambda *_: None)
-  if blk is None:
-    raise SystemExit("no torch blockwise scaled_mm candidate matched the float64 reference")
-  return torch, blk
-
-
-def pick_torch_blockwise(torch, log):
-  """First candidate that runs and matches the float64 reference on a small problem."""
-  m, n, k = 256, 384, 512
-  (a, sa, b, sb), = quantized_sets(m, n, k, 1, seed=7)
-  ref = (np.asarray(a).astype(np.float64) * np.repeat(np.asarray(sa, np.float64), 128, 1)) @ \
-        (np.asarray(b).astype(np.float64) *
-         np.repeat(np.repeat(np.asarray(sb, np.float64), 128, 0), 128, 1)).T
-  ta, tb = _to_torch(torch, a), _to_torch(torch, b)
-  tsa = _to_torch(torch, sa).t().contiguous().t()  # (M, K/128), strides (1, M)
-  tsb = _to_torch(torch, sb)
-  for name, fn in torch_blockwise_candidates(torch):
-    try:
-      out = fn(ta, tsa, tb.t(), tsb)
-      torch.cuda.synchronize()
-      d = calc_diff(out.float().cpu().numpy(), ref)
-      log(f"  torch blockwise candidate: {name}: calc_diff {d:.2e}")
-      if d < 1e-3:
-        return name, fn
-    except Exception as e:  # noqa: BLE001
-      log(f"  torch blockwise candidate: {name}: {type(e).__name__}: {str(e)[:160]}")
-  return None, None
-
 
 # ---------------------------------------------------------------------------
 # main
@@ -297,8 +83,8 @@ def bench_gemm(shapes, reps, log):
       why = "no torch blockwise FP8 call matched the reference"
   else:
     log(f"note: torch columns skipped: {why}")
-  have_kernel = reg.FP8_GEMM in reg.registered_targets()
-  have_bf16 = reg.GEMM in reg.registered_targets()
+  have_kernel = "jax_sm100_fp8_gemm" in reg.registered_targets()
+  have_bf16 = "jax_sm100_gemm" in reg.registered_targets()
   rows = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
@@ -322,9 +108,7 @@ def bench_gemm(shapes, reps, log):
     ref = ad @ bd.T
     row["ours_calc_diff"] = calc_diff(d, ref)
     if have_kernel:
-      kern = lambda a, st, b, sb: jax_sm100.fp8_blockwise_matmul(  # noqa: E731
-          a, st, b, sb, a_scale_transposed=True)
-      tsets = [(a, sa.T, b, sb) for (a, sa, b, sb) in sets]
+      kern, tsets = fp8_transposed(sets)
       row["ours_kernel"] = flops / time_jax(kern, tsets, reps) / 1e12
       if torch is not None:
         gpu_cols.append(("ours_kernel_gpu", lambda: gpu_time_jax(torch, kern, tsets)))
@@ -381,52 +165,51 @@ def bench_gemm(shapes, reps, log):
   return rows, blk_name, why
 
 
-# (BLOCK_M, BLOCK_N, cluster, overlapped promotion, chained tiles, M-tile group),
-# environment overrides.
-SWEEP_VARIANTS = (("128", "128", "2", "1", "1", "8"), ("256", "128", "1", "0", "1", "8"),
-                  ("256", "128", "1", "0", "0", "8"), ("256", "128", "2", "0", "1", "8"))
-SWEEP_ENV = ("BLOCK_M", "BLOCK_N", "CLUSTER", "OVERLAP", "CHAIN", "GROUP_M")
+# Kernel configurations timed against the default choice (--sweep); None: the default.
+SWEEP_VARIANTS = (None, tuning.Fp8Config(128, 128, 2), tuning.Fp8Config(192, 128, 1),
+                  tuning.Fp8Config(256, 128, 1), tuning.Fp8Config(256, 128, 2, True),
+                  tuning.Fp8Config(256, 128, 2, True, group_m=16))
 SWEEP_ROUNDS = 3
 
 
 def sweep(shapes, reps, log):
-  """The kernel's TFLOP/s for tile shape x cluster size x overlapped promotion x chained
-  tiles x tile-order group (environment overrides read by the FFI handler at run time),
-  to pick the defaults: by
-  GPU time (CUPTI) when torch is present, else by wall time. The variants are timed
-  round-robin, SWEEP_ROUNDS rounds, and each reports its median round: clock and power
-  drift then hits every variant alike instead of whichever ran during a slow stretch."""
+  """The kernel's TFLOP/s for each SWEEP_VARIANTS configuration (jax_sm100.tuning.override,
+  traced anew per variant), to pick the defaults: by GPU time (CUPTI) when torch is
+  present, else by wall time. The variants are timed round-robin, SWEEP_ROUNDS rounds,
+  and each reports its median round: clock and power drift then hits every variant
+  alike instead of whichever ran during a slow stretch."""
   torch, _ = _torch()
   out = []
   for (m, n, k) in shapes:
     flops = 2.0 * m * n * k
     sets = quantized_sets(m, n, k, n_sets_for(m, n, k))
-    call, tsets = fp8_kernel(sets, m, n)
+    op, tsets = fp8_transposed(sets)
     runs = {v: [] for v in SWEEP_VARIANTS}
     for _ in range(SWEEP_ROUNDS):
       for v in SWEEP_VARIANTS:
-        for name, val in zip(SWEEP_ENV, v):
-          os.environ["JAX_SM100_FP8_" + name] = val
-        sec = gpu_time_jax(torch, call, tsets) if torch else time_jax(call, tsets, reps)
+        with tuning.override(fp8=v):  # each measurement traces a fresh jit
+          sec = gpu_time_jax(torch, op, tsets) if torch else time_jax(op, tsets, reps)
         runs[v].append(flops / sec / 1e12)
-    for (bm, bn, cl, ov, ch, gm), tf in runs.items():
-      r = {"shape": [m, n, k], "block_m": int(bm), "block_n": int(bn), "cluster": int(cl),
-           "overlap": int(ov), "chain": int(ch), "group_m": int(gm), "timing": "gpu" if torch else "wall",
+    default = tuning.fp8_config(m, n, k)
+    for v, tf in runs.items():
+      cfg = v or default
+      r = {"shape": [m, n, k], "config": "default" if v is None else str(v),
+           "block_m": cfg.block_m, "block_n": cfg.block_n, "cluster": cfg.cluster,
+           "pair_along_n": cfg.pair_along_n, "group_m": cfg.group_m,
+           "timing": "gpu" if torch else "wall",
            "ours_kernel": statistics.median(tf), "ours_kernel_rounds": tf}
       out.append(r)
-      log(f"  sweep {m}x{n}x{k} {bm}x{bn} cluster={cl} overlap={ov} chain={ch} group_m={gm}: "
-          f"{r['ours_kernel']:.1f} TFLOP/s ({r['timing']} time; rounds: "
-          + " ".join(f"{x:.0f}" for x in tf) + ")")
+      log(f"  sweep {m}x{n}x{k} {r['config']} ({cfg}): {r['ours_kernel']:.1f} TFLOP/s "
+          f"({r['timing']} time; rounds: " + " ".join(f"{x:.0f}" for x in tf) + ")")
     del sets, tsets
-  for name in SWEEP_ENV:
-    os.environ.pop("JAX_SM100_FP8_" + name, None)
   return out
 
 
 def bench_quant(reps, log, quick):
   torch, _ = _torch()
   shapes = [(8192, 8192)] if quick else [(8192, 8192), (16384, 7168), (4096, 4096)]
-  from jax_sm100._fp8 import _quantize, _quantize_dual_launch, _quantize_launch
+  _quantize, _quantize_dual_launch = quantize_blockwise, launch_q.quantize_dual_launch
+  _quantize_launch = launch_q.quantize_launch
   rows = []
   for (r, c) in shapes:
     key = jax.random.PRNGKey(3)
@@ -448,12 +231,9 @@ def bench_quant(reps, log, quick):
     copy_bw = max(row.get("copy_xla_GBps", 0), row.get("copy_torch_GBps", 0))
     copy_gpu = max(row.get("copy_xla_gpu_GBps", 0), row.get("copy_torch_gpu_GBps", 0))
     for br in (1, 128):
-      sshape = (r, _cdiv(c, 128)) if br == 1 else (_cdiv(r, 128), _cdiv(c, 128))
-      call = jax.ffi.ffi_call(reg.QUANTIZE_FP8,
-                              (jax.ShapeDtypeStruct((r, c), E4M3),
-                               jax.ShapeDtypeStruct(sshape, jnp.float32)))
+      sshape = (r, cdiv(c, 128)) if br == 1 else (cdiv(r, 128), cdiv(c, 128))
       nbytes = r * c * 2 + r * c + 4 * math.prod(sshape)
-      quant = lambda x: call(x, block_rows=np.int32(br), scale_transposed=np.int32(0))  # noqa: E731
+      quant = lambda x, br=br: _quantize_launch(x, br)  # noqa: E731
       row[f"ours_{br}_GBps"] = nbytes / time_jax(quant, sets, reps) / 1e9
       row[f"ours_{br}_frac_of_copy"] = row[f"ours_{br}_GBps"] / copy_bw
       if torch is not None:
@@ -467,8 +247,8 @@ def bench_quant(reps, log, quick):
     # in 128x128 ("128"); both in 128x128 ("w": a weight, against quantizing w^T alone and
     # transposing it).
     for br, tb, key in ((1, 1, "1"), (1, 128, "128"), (128, 128, "w")):
-      s_rows = r if br == 1 else _cdiv(r, 128)
-      scale_elems = s_rows * _cdiv(c, 128) + (c if tb == 1 else _cdiv(c, 128)) * _cdiv(r, 128)
+      s_rows = r if br == 1 else cdiv(r, 128)
+      scale_elems = s_rows * cdiv(c, 128) + (c if tb == 1 else cdiv(c, 128)) * cdiv(r, 128)
       nbytes = r * c * 2 + 2 * r * c + 4 * scale_elems
       dual = lambda x, br=br, tb=tb: _quantize_dual_launch(x, tb, block_rows=br)  # noqa: E731
       t = time_jax(dual, sets, reps)
@@ -495,8 +275,9 @@ DOT_SHAPES = [(4096, 7168, 2048), (4096, 2048, 7168), (8192, 4096, 4096), (2048,
 def bench_fp8_dot(shapes, reps, log):
   """fp8_dot's training step, y = x @ w plus its vjp (dx, dw), for x (M, K), w (K, N):
   three products, 6 M N K flops. Variants: `fused` (default: the quantizers write a's
-  scales in the GEMM's layout), `unfused` (JAX_SM100_FP8_FUSED_SCALES=0: XLA transposes
-  them), `xla_bf16` (the same step with jnp.dot in bf16). GPU time when torch is present."""
+  scales as transposed A scales), `unfused` (tuning.override(fp8_fused_scales=False): XLA
+  transposes them), `xla_bf16` (the same step with jnp.dot in bf16). GPU time when torch
+  is present."""
   torch, _ = _torch()
   out = []
 
@@ -514,14 +295,13 @@ def bench_fp8_dot(shapes, reps, log):
              jax.random.normal(keys[3 * i + 2], (m, n), jnp.bfloat16))
             for i in range(len(keys) // 3)]
     row = {"shape_mkn": [m, k, n]}
-    variants = (("fused", "1", jax_sm100.fp8_dot), ("unfused", "0", jax_sm100.fp8_dot),
-                ("xla_bf16", "1", jnp.dot))
-    for name, env, dot in variants:
-      os.environ["JAX_SM100_FP8_FUSED_SCALES"] = env  # read when the step is traced
-      row[name] = flops / time_jax(step(dot), sets, reps) / 1e12
-      if torch is not None:
-        row[name + "_gpu"] = flops / gpu_time_jax(torch, step(dot), sets) / 1e12
-    os.environ.pop("JAX_SM100_FP8_FUSED_SCALES", None)
+    variants = (("fused", True, jax_sm100.fp8_dot), ("unfused", False, jax_sm100.fp8_dot),
+                ("xla_bf16", True, jnp.dot))
+    for name, fused, dot in variants:
+      with tuning.override(fp8_fused_scales=fused):  # read when the step is traced
+        row[name] = flops / time_jax(step(dot), sets, reps) / 1e12
+        if torch is not None:
+          row[name + "_gpu"] = flops / gpu_time_jax(torch, step(dot), sets) / 1e12
     sfx = "_gpu" if torch is not None else ""
     row["fused_over_unfused" + sfx] = row["fused" + sfx] / row["unfused" + sfx]
     row["fused_over_xla_bf16" + sfx] = row["fused" + sfx] / row["xla_bf16" + sfx]
@@ -566,28 +346,26 @@ def main(argv=None):
   ap.add_argument("--no-quant", action="store_true")
   ap.add_argument("--no-dot", action="store_true", help="skip the fp8_dot training-step timing")
   ap.add_argument("--once", type=int, nargs=3, metavar=("M", "N", "K"),
-                  help="run each FP8 GEMM variant twice on one shape and exit (for ncu)")
+                  help="run the FP8 GEMM twice on one shape (both scale layouts) and exit "
+                       "(for ncu)")
   ap.add_argument("--sweep", action="store_true",
-                  help="also time each tile shape x cluster size x overlap x chaining x "
-                       "tile-order group (JAX_SM100_FP8_BLOCK_M/_BLOCK_N/_CLUSTER/_OVERLAP/"
-                       "_CHAIN/_GROUP_M)")
+                  help="also time the kernel configurations of SWEEP_VARIANTS")
   args = ap.parse_args(argv)
   os.makedirs(args.out, exist_ok=True)
   log = lambda s: print(s, flush=True)  # noqa: E731
   dev = jax.devices()[0]
   log(f"device: {dev.device_kind}  backend(): {jax_sm100.backend()}  jax {jax.__version__}")
-  if jax_sm100.backend() != "sm90" or reg.FP8_GEMM not in reg.registered_targets():
+  if jax_sm100.backend() != "sm90" or "jax_sm100_fp8_gemm" not in reg.registered_targets():
     log("the FP8 kernels are not available here (needs an sm_90 GPU and a CUDA build)")
     return 1
   if args.once:
     m, n, k = args.once
-    (a, sa, b, sb), = quantized_sets(m, n, k, 1)
-    kern = jax.jit(jax.ffi.ffi_call(reg.FP8_GEMM, jax.ShapeDtypeStruct((m, n), jnp.bfloat16)))
-    st = fp8_kernel_a_scale(sa)
-    f = jax.jit(jax_sm100.fp8_blockwise_matmul)
+    sets = quantized_sets(m, n, k, 1)
+    op, tsets = fp8_transposed(sets)
+    kern, f = jax.jit(op), jax.jit(jax_sm100.fp8_blockwise_matmul)
     for _ in range(2):
-      jax.block_until_ready(kern(a, st, b, sb))
-      jax.block_until_ready(f(a, sa, b, sb))
+      jax.block_until_ready(kern(*tsets[0]))
+      jax.block_until_ready(f(*sets[0]))
     log("once: done")
     return 0
   reps = 5 if args.quick else 20
@@ -606,10 +384,10 @@ def main(argv=None):
       for base in ("cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16"):
         ratios = [r[col + sfx] / r[base + sfx] for r in large if col + sfx in r and base + sfx in r]
         if ratios:
-          summary[f"geomean_large_{col}{sfx}_over_{base}{sfx}"] = _geomean(ratios)
+          summary[f"geomean_large_{col}{sfx}_over_{base}{sfx}"] = geomean(ratios)
   result = {
       "device": dev.device_kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-      "commit": _git_commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
+      "commit": git_commit(), "jax": jax.__version__, "reps": reps, "input_sets": N_SETS,
       "torch_blockwise_call": blk_name, "torch_note": why, "gemm": rows,
       "quantize": quant, "fp8_dot_step": dot, "sweep": sw, "summary": summary,
   }

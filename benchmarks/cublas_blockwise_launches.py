@@ -1,6 +1,6 @@
 """Three calls of cuBLASLt's blockwise FP8 GEMM through torch (scaled_mm with
 BlockWise1x128 x BlockWise128x128) on one shape, for the ncu scripts
-(scripts/device_ncu_cublas.sh and WHO=cublas scripts/device_ncu_source.sh profile one of
+(benchmarks/device_ncu_cublas.sh and WHO=cublas benchmarks/device_ncu_source.sh profile one of
 them). Usage: python3 cublas_blockwise_launches.py M N K (multiples of 128)."""
 import sys
 

@@ -4,10 +4,10 @@
 # shape (4096x7168x16384 by default): kernel name (cuBLASLt's names carry its tile and
 # cluster shape), launch configuration, speed of light, SM clock, tensor-pipe and
 # shared-memory / L2 throughput, warp stalls. Needs the package installed and torch.
-# Usage: scripts/device_ncu_cublas.sh [M N K]
+# Usage: benchmarks/device_ncu_cublas.sh [M N K]
 M=${1:-4096}; N=${2:-7168}; K=${3:-16384}
 here="$(cd "$(dirname "$0")" && pwd)"
-launches="python3 $here/fp8_gemm_launches.py"  # three launches of the FFI target
+launches="python3 $here/fp8_gemm_launches.py"  # three launches of the FP8 GEMM
 cublas="python3 $here/cublas_blockwise_launches.py $M $N $K"  # three calls
 cd /tmp
 # cuBLASLt's kernel: the longest kernel of the scaled_mm calls, by name (torch.profiler).

@@ -3,13 +3,13 @@
 # warp-state sampling at full rate, exported and printed as the source page (SASS, CSV).
 # WHO=cublas profiles cuBLASLt's blockwise FP8 kernel (through torch) instead, to read its
 # main loop next to ours. Needs the package (or torch) installed.
-# Usage: [WHO=ours|cublas] scripts/device_ncu_source.sh OUTDIR [M N K]
+# Usage: [WHO=ours|cublas] benchmarks/device_ncu_source.sh OUTDIR [M N K]
 out=$1; M=${2:-4096}; N=${3:-7168}; K=${4:-16384}
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ "${WHO:-ours}" = cublas ]; then
   launches="python3 $here/cublas_blockwise_launches.py"; kernel=regex:nvjet  # cuBLASLt's GEMMs
 else
-  launches="python3 $here/fp8_gemm_launches.py"; kernel=regex:sm90_fp8_gemm  # three launches of the FFI target
+  launches="python3 $here/fp8_gemm_launches.py"; kernel=regex:sm90_fp8_gemm  # three launches of the FP8 GEMM
 fi
 cd /tmp
 XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 200 ncu --clock-control none --kernel-name $kernel \

@@ -3,7 +3,7 @@
 # under ncu, one launch each per shape: speed of light, instruction and warp-state
 # statistics, memory traffic; with SOURCE=1 also the per-instruction stall samples (source
 # page, summarised by ncu_source_summary.py). Needs the package installed.
-# Usage: [SOURCE=1] scripts/device_ncu_vs_deepgemm.sh OUTDIR DGDIR MxNxK ...
+# Usage: [SOURCE=1] benchmarks/device_ncu_vs_deepgemm.sh OUTDIR DGDIR MxNxK ...
 out=$1; dg=$2; shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis

@@ -1,19 +1,23 @@
 """Host-side gaps between FP8 GEMM launches inside one jit: for each way of calling the
-kernel (the op with documented scales, the op with transposed scales, the FFI target
-directly), one jit over several input sets; CUPTI (torch.profiler) gives each kernel's
+kernel (the op with documented scales, the op with transposed scales), one jit over
+several input sets; CUPTI (torch.profiler) gives each kernel's
 start and duration. Prints one JSON line per (shape, op): GPU busy time per call (the
 kernels' summed durations), the span from the first kernel's start to the last one's end
-per call, and wall time per call (bench_fp8.time_jax). span - busy = idle GPU time.
+per call, and wall time per call (common.time_jax). span - busy = idle GPU time.
 
-  python3 scripts/fp8_gap_probe.py [--shapes MxNxK,...] [--sets 8]
+  python3 benchmarks/fp8_gap_probe.py [--shapes MxNxK,...] [--sets 8]
 """
 import argparse
 import json
+import os
+import sys
 
-import jax
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as bf  # noqa: E402
 
-import jax_sm100
-from jax_sm100 import bench_fp8 as bf
+import jax  # noqa: E402
+
+import jax_sm100  # noqa: E402
 
 
 def main():
@@ -25,12 +29,9 @@ def main():
   for spec in args.shapes.split(","):
     m, n, k = map(int, spec.split("x"))
     sets = bf.quantized_sets(m, n, k, args.sets)
-    kern, ksets = bf.fp8_kernel(sets, m, n)
     ops = {
         "op_documented": (jax_sm100.fp8_blockwise_matmul, sets),
-        "op_transposed": (lambda a, st, b, sb: jax_sm100.fp8_blockwise_matmul(
-            a, st, b, sb, a_scale_transposed=True), [(a, sa.T, b, sb) for a, sa, b, sb in sets]),
-        "ffi_direct": (kern, ksets),
+        "op_transposed": bf.fp8_transposed(sets),
     }
     for name, (fn, ss) in ops.items():
       many = jax.jit(lambda ss, fn=fn: [fn(*s) for s in ss])
@@ -49,7 +50,7 @@ def main():
                         "busy_us_per_call": busy / (reps * len(ss)),
                         "span_us_per_call": sum(spans) / (reps * len(ss)),
                         "wall_us_per_call": wall * 1e6}), flush=True)
-    del sets, ksets
+    del sets, ops
 
 
 if __name__ == "__main__":

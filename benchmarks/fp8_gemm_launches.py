@@ -1,21 +1,28 @@
-"""Three launches of the FP8 GEMM FFI target on one shape, for the ncu scripts
-(scripts/device_ncu_*.sh profile one of them). Usage: python3 fp8_gemm_launches.py M N K.
-The kernel variant is whatever the JAX_SM100_FP8_* environment selects."""
+"""Three launches of the FP8 GEMM on one shape, for the ncu scripts (device_ncu_*.sh,
+device_sanitize_fp8.sh profile or check them). Usage:
+
+  python3 fp8_gemm_launches.py M N K [CONFIG]
+
+CONFIG picks the kernel configuration (jax_sm100.tuning.override): "BLOCK_M,BLOCK_N,
+CLUSTER[,n][,gGROUP_M]" (n: the pair of CTAs lies along N), e.g. "256,128,2,n"; omitted
+or "default": the default choice. A's scales are passed transposed
+(fp8_blockwise_matmul(..., a_scale_transposed=True)): the kernel reads them as they are.
+"""
+import os
 import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import fp8_transposed, parse_fp8_config, quantized_sets  # noqa: E402
 
-from jax_sm100._fp8 import _quantize
-from jax_sm100._gemm import fp8_kernel_a_scale
+import jax  # noqa: E402
+
+from jax_sm100 import tuning  # noqa: E402
 
 m, n, k = (int(v) for v in sys.argv[1:4])
-e4m3 = np.dtype(jnp.float8_e4m3fn)
-a, sa = _quantize(jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16), (1, 128), e4m3)
-b, sb = _quantize(jax.random.normal(jax.random.key(1), (n, k), jnp.bfloat16), (128, 128), e4m3)
-sa_t = fp8_kernel_a_scale(sa)  # the kernel's (ceil(K/128), round_up(M, 4)) layout
-f = jax.jit(lambda *x: jax.ffi.ffi_call("jax_sm100_fp8_gemm",
-                                        jax.ShapeDtypeStruct((m, n), jnp.bfloat16))(*x))
-for _ in range(3):
-  f(a, sa_t, b, sb).block_until_ready()
+cfg = parse_fp8_config(sys.argv[4] if len(sys.argv) > 4 else "")
+op, (args,) = fp8_transposed(quantized_sets(m, n, k, 1))
+with tuning.override(fp8=cfg):
+  f = jax.jit(op)
+  print(f"{m}x{n}x{k}: {cfg or tuning.fp8_config(m, n, k)}", flush=True)
+  for _ in range(3):
+    f(*args).block_until_ready()

@@ -9,7 +9,7 @@ after a check that it agrees with cuBLASLt. --burst adds one JSON line per shape
 short-run GPU times (CUPTI kernel durations; 5 repetitions over the input sets,
 alternating the ops).
 
-  python3 scripts/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...] [--deepgemm DIR] [--burst]
+  python3 benchmarks/fp8_power_probe.py [--seconds 3] [--shapes MxNxK,...] [--deepgemm DIR] [--burst]
 """
 import argparse
 import json
@@ -21,7 +21,8 @@ import time
 
 import jax
 
-from jax_sm100 import bench_fp8 as bf
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as bf  # noqa: E402
 
 
 def sample_while(run, sync, seconds):
@@ -73,7 +74,7 @@ def main():
   for spec in args.shapes.split(","):
     m, n, k = map(int, spec.split("x"))
     sets = bf.quantized_sets(m, n, k, bf.n_sets_for(m, n, k))
-    kern, tsets = bf.fp8_kernel(sets, m, n)
+    kern, tsets = bf.fp8_transposed(sets)
     many = jax.jit(lambda ss: [kern(*s) for s in ss])
     pending = []  # batches not yet waited for: two stay queued (the GPU never idles), memory bounded
 

@@ -7,11 +7,14 @@ Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
 
 Every op runs the compiled kernel when backend() is 'sm90'/'sm100', its FFI
 target is registered and the call is supported (dtype/shape), and a pure-JAX
-reference otherwise. Set JAX_SM100_FORCE_REFERENCE=1 to force the reference.
-If the compiled module jax_sm100._ffi fails to load, importing still works:
-a RuntimeWarning says why and backend() is 'reference'.
+reference otherwise. Kernel configurations (tile shapes, clusters) are chosen
+per call by `jax_sm100.tuning`, which can override them and explain each choice.
+Debug switches, read when an op is traced: JAX_SM100_FORCE_REFERENCE=1 forces
+the reference; JAX_SM100_DISABLE_TARGETS=name,... keeps the named FFI targets
+from being launched. If the compiled module jax_sm100._ffi fails to load,
+importing still works: a RuntimeWarning says why and backend() is 'reference'.
 """
-from jax_sm100 import _ffi_registry
+from jax_sm100 import _ffi_registry, tuning
 from jax_sm100._backend import FORCE_REFERENCE_ENV, backend
 from jax_sm100._dot_general import dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
@@ -25,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "FORCE_REFERENCE_ENV", "backend", "dot_general", "fp8_blockwise_matmul",
     "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual",
-    "quantize_fp8_blockwise",
+    "quantize_fp8_blockwise", "tuning",
 ]
 
 

@@ -2,14 +2,29 @@
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 
 from jax_sm100 import _ffi_registry
 
-# Set to 1 (or any value other than "" and "0") to force the reference path.
+# JAX_SM100_FORCE_REFERENCE=1 forces the reference path (0 or unset: off). Read at
+# trace time.
 FORCE_REFERENCE_ENV = "JAX_SM100_FORCE_REFERENCE"
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
+
+
+def force_reference() -> bool:
+  """JAX_SM100_FORCE_REFERENCE as a bool (ValueError for a value that is neither)."""
+  raw = os.environ.get(FORCE_REFERENCE_ENV, "")
+  v = raw.strip().lower()
+  if v in _OFF:
+    return False
+  if v in _ON:
+    return True
+  raise ValueError(f"{FORCE_REFERENCE_ENV}={raw!r}: expected 1 (force the reference path) "
+                   "or 0 / unset (off).")
 
 
 def _default_device():
@@ -36,6 +51,10 @@ def _compute_capability(dev) -> tuple[int, int] | None:
 def _device_backend() -> str:
   """Backend from the default device and the compiled archs (no env check)."""
   if not _ffi_registry.has_cuda():
+    if _ffi_registry._ffi is not None:
+      dev = _default_device()
+      if _compute_capability(dev) == (9, 0):
+        _ffi_registry.warn_no_kernels(getattr(dev, "device_kind", "sm_90 GPU"))
     return "reference"
   cc = _compute_capability(_default_device())
   archs = _ffi_registry.cuda_archs()
@@ -59,31 +78,64 @@ def backend() -> str:
   The ops read this when they are traced: a function already traced by jax.jit
   keeps the path it was traced with.
   """
-  if os.environ.get(FORCE_REFERENCE_ENV, "") not in ("", "0"):
+  if force_reference():
     return "reference"
   return _device_backend()
+
+
+def why_reference() -> str:
+  """A sentence saying why backend() is 'reference' (for explain())."""
+  if force_reference():
+    return f"{FORCE_REFERENCE_ENV} is set"
+  if _ffi_registry._ffi is None:
+    return f"the compiled extension did not load ({_ffi_registry.load_error})"
+  if not _ffi_registry.has_cuda():
+    return "the extension was built without CUDA kernels"
+  dev = _default_device()
+  cc = _compute_capability(dev)
+  if cc is None:
+    return f"the default device ({dev.platform}, {dev.device_kind}) is not a CUDA GPU"
+  return (f"no kernels for compute capability {cc[0]}.{cc[1]} in this build "
+          f"(compiled: {', '.join(_ffi_registry.cuda_archs()) or 'none'})")
 
 
 class Context(NamedTuple):
   """Dispatch decision inputs, fixed at trace time and passed as static data.
 
-  backend: backend() at the op call; targets: FFI targets usable on it.
+  backend: backend() at the op call; targets: FFI targets usable on it;
+  tuning: the jax_sm100.tuning settings in force (overrides; see tuning.current()).
   """
   backend: str
   targets: frozenset
+  tuning: Any = None
 
   def can_call(self, target: str) -> bool:
     """True when `target` may be launched on this backend."""
     return self.backend != "reference" and target in self.targets
 
+  def why_not(self, target: str) -> str | None:
+    """None when `target` may be launched, else a sentence saying why not."""
+    if self.can_call(target):
+      return None
+    if self.backend == "reference":
+      return f"backend() is 'reference': {why_reference()}"
+    if target in _ffi_registry.disabled_targets():
+      return f"{target} is disabled by {_ffi_registry.DISABLE_TARGETS_ENV}"
+    if self.backend == "sm100" and target not in _ffi_registry.sm100_targets():
+      return f"{target} has no sm_100a kernel in this build"
+    return f"{target} is not registered"
+
 
 def context() -> Context:
-  """Snapshot of backend() and the usable FFI targets, taken at trace time."""
+  """Snapshot of backend(), the usable FFI targets and the tuning settings, taken
+  at trace time. The debug switches are validated here on every platform."""
+  from jax_sm100 import tuning  # tuning imports this module
+  disabled = _ffi_registry.disabled_targets()
+  settings = tuning.current()
   name = backend()
   if name == "reference":
-    return Context("reference", frozenset())
-  targets = _ffi_registry.registered_targets()
-  targets = targets - _ffi_registry.disabled_targets()
+    return Context("reference", frozenset(), settings)
+  targets = _ffi_registry.registered_targets() - disabled
   if name == "sm100":
     targets = targets & _ffi_registry.sm100_targets()
-  return Context(name, frozenset(targets))
+  return Context(name, frozenset(targets), settings)

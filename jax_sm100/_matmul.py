@@ -1,4 +1,4 @@
-"""matmul and matmul_residual: validation, custom_vjp, dispatch to _gemm."""
+"""matmul and matmul_residual: validation, custom_vjp, dispatch to the launch layer."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _backend, _checks, _gemm
+from jax_sm100 import _backend, _checks
+from jax_sm100._launch import gemm as _gemm
 
 
 def _sum_to(x, shape, dtype):
@@ -52,7 +53,7 @@ def _product(ctx, a, b, out_dtype):
 
 
 def _product_grads(ctx, a, b, g):
-  """(dA, dB) of d = a @ b for cotangent g; every product goes through _gemm.gemm
+  """(dA, dB) of d = a @ b for cotangent g; every product goes through the launch layer's gemm
   with transpose flags (no materialized transposes on the kernel path)."""
   if b.ndim == 2:
     # One GEMM each: batch folded into M.  dA = g @ b^T,  dB = a^T @ g.

@@ -7,8 +7,10 @@
   FFI target registered, so tests can lower (not run) the kernel path on CPU.
 * `emulated_kernels` additionally replaces jax.ffi.ffi_call by a pure-JAX
   emulation of the kernels' FFI contract that *asserts* the contract (dtypes,
-  16-byte row alignment, batch counts), so the Python side of the kernel path
-  (padding, slicing, batching, transpose flags) runs and is checked on CPU.
+  16-byte row alignment, batch counts, and the exact attribute set: a GEMM launch
+  without a valid tile configuration fails), so the Python side of the kernel path
+  (padding, slicing, batching, transpose flags, tuning attributes) runs and is
+  checked on CPU.
 """
 from __future__ import annotations
 
@@ -59,11 +61,13 @@ def rng(request):
 
 @pytest.fixture
 def fake_sm90(monkeypatch):
-  """backend() == 'sm90' and every known FFI target 'registered' (lowering only)."""
+  """backend() == 'sm90' and every FFI target of the extension 'registered' (lowering
+  only)."""
   monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  monkeypatch.delenv(_ffi_registry.DISABLE_TARGETS_ENV, raising=False)
   monkeypatch.setattr(_backend, "_device_backend", lambda: "sm90")
   monkeypatch.setattr(_ffi_registry, "_registered",
-                      frozenset(_ffi_registry.KNOWN_TARGETS))
+                      frozenset(_ffi_registry.target_names()))
   jax.clear_caches()  # traces made under another backend must not be reused
   yield
   jax.clear_caches()
@@ -77,32 +81,78 @@ def _flat_batch(x):
   return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
 
 
-def _gemm_scale_layout(s):
-  """1x128 scales (R, C/128) -> the fp8 GEMM's A-scale layout, (C/128, round_up(R, 4)) with
-  pad entries 1: what the quantize kernels write when asked for it."""
+# The FFI attribute contract of the GEMM targets' tile configurations, transcribed
+# from the design (not imported from jax_sm100.tuning, which it checks).
+GEMM_TILINGS = {(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
+                (64, 64, 1)}
+FP8_TILINGS = {(128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
+               (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
+               (256, 128, 2, True)}
+
+
+def _check_attrs(target, attrs, i32=(), f32=(), flags=()):
+  """The launch's attributes are exactly these names, with these types."""
+  assert set(attrs) == set(i32) | set(f32) | set(flags), (target, sorted(attrs))
+  for k in i32:
+    assert isinstance(attrs[k], np.int32), (target, k, type(attrs[k]))
+  for k in f32:
+    assert isinstance(attrs[k], np.float32), (target, k, type(attrs[k]))
+  for k in flags:
+    assert isinstance(attrs[k], bool), (target, k, type(attrs[k]))
+
+
+def check_gemm_attrs(target, attrs):
+  residual = target == "jax_sm100_gemm_residual"
+  _check_attrs(target, attrs, i32=("block_m", "block_n", "cluster_m", "group_m"),
+               f32=("alpha", "beta") if residual else (), flags=("trans_a", "trans_b"))
+  tiling = tuple(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m"))
+  assert tiling in GEMM_TILINGS, (target, tiling)
+  assert 1 <= int(attrs["group_m"]) <= 64, (target, attrs["group_m"])
+
+
+def check_fp8_attrs(target, attrs):
+  residual = target == "jax_sm100_fp8_gemm_residual"
+  _check_attrs(target, attrs, i32=("block_m", "block_n", "cluster", "group_m"),
+               f32=("beta",) if residual else (), flags=("pair_along_n",))
+  tiling = (int(attrs["block_m"]), int(attrs["block_n"]), int(attrs["cluster"]),
+            attrs["pair_along_n"])
+  assert tiling in FP8_TILINGS, (target, tiling)
+  assert not residual or tiling[0] == 128, (target, tiling)  # 128-row tiles only
+  assert 1 <= int(attrs["group_m"]) <= 64, (target, attrs["group_m"])
+
+
+def _a_scale_t_padded(s):
+  """1x128 scales (R, C/128) -> transposed A scales as the FP8 GEMM reads them,
+  (C/128, round_up(R, 4)) with pad entries 1: what the quantize kernels write when
+  asked for them."""
   r = s.shape[0]
   return jnp.pad(s.T, ((0, 0), (0, -(-r // 4) * 4 - r)), constant_values=1.0)
 
 
-def _emulated_quantize(result, x, *, block_rows, scale_transposed):
+def _emulated_quantize(result, x, **attrs):
   """Stand-in for jax_sm100_quantize_fp8: the reference recipe, contract checked."""
-  from jax_sm100._fp8 import _quantize
+  from jax_sm100._reference import quantize_blockwise as _quantize
+  _check_attrs("jax_sm100_quantize_fp8", attrs, i32=("block_rows", "scale_transposed"))
+  block_rows, scale_transposed = attrs["block_rows"], attrs["scale_transposed"]
   assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
   assert int(block_rows) in (1, 128) and int(scale_transposed) in (0, 1)
   assert not (int(scale_transposed) and int(block_rows) != 1)
   q, s = _quantize(x, (int(block_rows), 128), jnp.float8_e4m3fn)
   if int(scale_transposed):
-    s = _gemm_scale_layout(s)
+    s = _a_scale_t_padded(s)
   assert (q.shape, q.dtype) == (tuple(result[0].shape), np.dtype(result[0].dtype))
   assert (s.shape, s.dtype) == (tuple(result[1].shape), np.dtype(result[1].dtype))
   return q, s
 
 
-def _emulated_quantize_dual(result, x, *, block_rows, t_block_rows, scale_transposed,
-                            scale_t_transposed):
+def _emulated_quantize_dual(result, x, **attrs):
   """Stand-in for jax_sm100_quantize_fp8_dual: quantize(x, block_rows x 128) and
   quantize(x^T, t_block_rows x 128) by the reference recipe, contract checked."""
-  from jax_sm100._fp8 import _quantize
+  from jax_sm100._reference import quantize_blockwise as _quantize
+  _check_attrs("jax_sm100_quantize_fp8_dual", attrs,
+               i32=("block_rows", "t_block_rows", "scale_transposed", "scale_t_transposed"))
+  block_rows, t_block_rows = attrs["block_rows"], attrs["t_block_rows"]
+  scale_transposed, scale_t_transposed = attrs["scale_transposed"], attrs["scale_t_transposed"]
   assert x.ndim == 2 and x.dtype in (jnp.bfloat16, jnp.float16, jnp.float32), (x.shape, x.dtype)
   assert int(t_block_rows) in (1, 128)
   assert int(scale_transposed) in (0, 1) and int(scale_t_transposed) in (0, 1)
@@ -110,8 +160,8 @@ def _emulated_quantize_dual(result, x, *, block_rows, t_block_rows, scale_transp
   assert int(block_rows) == 1 or (int(t_block_rows) == 128 and not int(scale_transposed))
   q, s = _quantize(x, (int(block_rows), 128), jnp.float8_e4m3fn)
   qt, st = _quantize(x.T, (int(t_block_rows), 128), jnp.float8_e4m3fn)
-  outs = (q, _gemm_scale_layout(s) if int(scale_transposed) else s,
-          qt, _gemm_scale_layout(st) if int(scale_t_transposed) else st)
+  outs = (q, _a_scale_t_padded(s) if int(scale_transposed) else s,
+          qt, _a_scale_t_padded(st) if int(scale_t_transposed) else st)
   assert len(result) == 4
   for o, want in zip(outs, result):
     assert (o.shape, o.dtype) == (tuple(want.shape), np.dtype(want.dtype)), (o.shape, want)
@@ -128,7 +178,6 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
   out_shape, out_dtype = tuple(result.shape), np.dtype(result.dtype)
 
   def gemm(a, b, c=None, *, trans_a, trans_b, alpha=1.0, beta=0.0):
-    assert isinstance(trans_a, bool) and isinstance(trans_b, bool)
     assert a.dtype == b.dtype and a.dtype in (jnp.bfloat16, jnp.float16), (a.dtype, b.dtype)
     assert out_dtype in (jnp.bfloat16, jnp.float16, jnp.float32)
     ops = [a, b] + ([c] if c is not None else [])
@@ -157,7 +206,7 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
 
   def fp8(a, a_scale_t, b, b_scale, c=None, *, beta=0.0):
     # a's scales come transposed and padded: (ceil(K/128), round_up(M, 4)).
-    from jax_sm100._gemm import ref_fp8_gemm
+    from jax_sm100._reference import fp8_gemm as ref_fp8_gemm
     assert a.dtype == b.dtype == jnp.float8_e4m3fn and out_dtype == jnp.bfloat16
     assert a.ndim == b.ndim == 2 and _row_aligned(a) and _row_aligned(b)
     m, k = a.shape
@@ -168,13 +217,13 @@ def _emulated_ffi_call(target, result, *, vmap_method=None, **_):
     return ref_fp8_gemm(a, a_scale_t[:, :m].T, b, b_scale, c, float(beta), out_dtype)
 
   def call(*ops, **attrs):
-    if target == "jax_sm100_gemm":
-      return gemm(*ops, **attrs)
-    if target == "jax_sm100_gemm_residual":
+    if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual"):
+      check_gemm_attrs(target, attrs)
       return gemm(*ops, trans_a=attrs["trans_a"], trans_b=attrs["trans_b"],
-                  alpha=float(attrs["alpha"]), beta=float(attrs["beta"]))
+                  alpha=float(attrs.get("alpha", 1.0)), beta=float(attrs.get("beta", 0.0)))
     if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual"):
-      return fp8(*ops, **attrs)
+      check_fp8_attrs(target, attrs)
+      return fp8(*ops, beta=float(attrs.get("beta", 0.0)))
     raise AssertionError(f"unexpected FFI target {target}")
 
   return call

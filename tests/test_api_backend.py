@@ -6,6 +6,7 @@ import sys
 import types
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 import jax_sm100
@@ -60,8 +61,55 @@ def test_force_reference_env(built_with, monkeypatch):
 def test_no_kernels_means_reference(monkeypatch):
   monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
   monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: False)
+  monkeypatch.setattr(_ffi_registry, "_warned_no_kernels", False)
   monkeypatch.setattr(_backend, "_default_device", lambda: _device(cc="9.0"))
+  # a supported GPU with a build that has no kernels: a loud warning, once
+  with pytest.warns(RuntimeWarning, match="WITHOUT CUDA KERNELS.*pip install"):
+    assert jax_sm100.backend() == "reference"
   assert jax_sm100.backend() == "reference"
+
+
+@pytest.mark.parametrize("value,want", [("", False), ("0", False), ("1", True),
+                                        ("true", True), ("off", False)])
+def test_force_reference_values(monkeypatch, value, want):
+  monkeypatch.setenv(_backend.FORCE_REFERENCE_ENV, value)
+  assert _backend.force_reference() is want
+
+
+def test_force_reference_rejects_other_values(monkeypatch):
+  monkeypatch.setenv(_backend.FORCE_REFERENCE_ENV, "please")
+  with pytest.raises(ValueError, match=r"JAX_SM100_FORCE_REFERENCE='please': expected 1"):
+    jax_sm100.backend()
+
+
+# ---------------------------------------------------------------------------
+# JAX_SM100_DISABLE_TARGETS: names checked against the extension's own list
+# ---------------------------------------------------------------------------
+
+def test_target_names_come_from_the_extension():
+  assert _ffi_registry.target_names() == tuple(jax_sm100._ffi.target_names())
+  assert "jax_sm100_gemm" in _ffi_registry.target_names()
+  assert not hasattr(_ffi_registry, "KNOWN_TARGETS")
+
+
+def test_disable_targets_is_validated_on_the_reference_path_too(monkeypatch):
+  # No fake GPU here: backend() is 'reference' on CPU, and a typo still fails.
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "jax_sm100_gemm, jax_sm100_gem")
+  with pytest.raises(ValueError, match=r"unknown target\(s\) \['jax_sm100_gem'\]; known: "
+                                       r"jax_sm100_gemm, jax_sm100_gemm_residual"):
+    _backend.context()
+  with pytest.raises(ValueError, match="unknown target"):
+    jax_sm100.matmul(jnp.ones((2, 2)), jnp.ones((2, 2)))
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "jax_sm100_gemm,jax_sm100_fp8_gemm")
+  assert _ffi_registry.disabled_targets() == {"jax_sm100_gemm", "jax_sm100_fp8_gemm"}
+  assert _backend.context().backend == "reference"
+
+
+def test_disable_targets_without_the_extension_warns_it_is_ignored(monkeypatch):
+  monkeypatch.setattr(_ffi_registry, "_ffi", None)
+  monkeypatch.setenv("JAX_SM100_DISABLE_TARGETS", "anything")
+  with pytest.warns(RuntimeWarning, match="JAX_SM100_DISABLE_TARGETS='anything' is ignored"):
+    assert _ffi_registry.disabled_targets() == frozenset()
 
 
 def test_this_machine():
@@ -109,6 +157,49 @@ print("ok")
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                        text=True, timeout=120)
   assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_checkout_shadowing_the_install_is_named(tmp_path):
+  # Python started in a source checkout (its jax_sm100/ has no compiled module) while
+  # the package is installed: the warning names both and says what to do.
+  import shutil
+  checkout = tmp_path / "repo"
+  shutil.copytree(os.path.dirname(jax_sm100.__file__), checkout / "jax_sm100",
+                  ignore=shutil.ignore_patterns("_ffi.*", "__pycache__"))
+  (checkout / "pyproject.toml").write_text("[project]\nname = 'jax_sm100'\n")
+  code = """
+import warnings
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    import jax_sm100
+print("\\n".join(str(x.message) for x in w))
+print("backend", jax_sm100.backend())
+"""
+  env = dict(os.environ)
+  site = os.path.dirname(os.path.dirname(jax_sm100.__file__))
+  env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+  out = subprocess.run([sys.executable, "-c", code], cwd=checkout, env=env,
+                       capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert str(checkout / "jax_sm100") in out.stdout and "shadows the installed package" in out.stdout
+  assert "Run from another directory" in out.stdout and "backend reference" in out.stdout
+
+
+def test_no_kernels_message_says_how_to_rebuild():
+  msg = _ffi_registry.no_kernels_message("NVIDIA H200")
+  assert "WITHOUT CUDA KERNELS" in msg and "NVIDIA H200" in msg
+  assert "pip install --no-build-isolation --force-reinstall" in msg
+
+
+def test_retired_environment_variables_warn(tmp_path):
+  env = dict(os.environ, JAX_SM100_FP8_FUSED_SCALES="0")
+  pkg_root = os.path.dirname(os.path.dirname(jax_sm100.__file__))
+  env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+  out = subprocess.run([sys.executable, "-W", "always", "-c", "import jax_sm100"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "JAX_SM100_FP8_FUSED_SCALES no longer select" in out.stderr
+  assert "tuning.override" in out.stderr
 
 
 def test_flax_submodule_is_lazy_attribute():

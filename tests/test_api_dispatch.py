@@ -52,7 +52,11 @@ def test_forward_pads_misaligned_and_slices(fake_sm90):
   calls, text = custom_calls(jax_sm100.matmul, a, b)
   assert len(calls) == 1
   target, kv, operands, result = calls[0]
-  assert target == "jax_sm100_gemm" and kv == {"trans_a": "false", "trans_b": "false"}
+  assert target == "jax_sm100_gemm"
+  assert kv["trans_a"] == "false" and kv["trans_b"] == "false"
+  # the tile configuration travels as attributes (the default for a 3x8 output)
+  assert (kv["block_m"], kv["block_n"], kv["cluster_m"], kv["group_m"]) == (
+      "64 : i32", "64 : i32", "1 : i32", "8 : i32")
   # K=5 -> 8 (a's rows, b's cols are 16 bytes), N=7 -> 8; M is not a last dim.
   assert operands[0].endswith("3x8xbf16>") and operands[1].endswith("8x8xbf16>")
   assert result == "tensor<3x8xbf16>"
@@ -165,9 +169,9 @@ def test_fp8_lowering(fake_sm90):
   assert custom_calls(jax_sm100.fp8_dot, x32, x32.T)[0] == []
   # Inputs from the reference quantizer: under fake_sm90 the public one would
   # launch the (absent) quantize kernel eagerly.
-  from jax_sm100._fp8 import _quantize
-  q, s = _quantize(x, (1, 128), jnp.float8_e4m3fn)
-  qb, sb = _quantize(w.T, (128, 128), jnp.float8_e4m3fn)
+  from jax_sm100._reference import quantize_blockwise
+  q, s = quantize_blockwise(x, (1, 128), jnp.float8_e4m3fn)
+  qb, sb = quantize_blockwise(w.T, (128, 128), jnp.float8_e4m3fn)
   f = lambda *o: jax_sm100.fp8_blockwise_matmul(*o, c=jnp.ones((40, 72), BF16), beta=0.5)
   calls, _ = custom_calls(f, q, s, qb, sb)
   assert [c[0] for c in calls] == ["jax_sm100_fp8_gemm_residual"]
@@ -193,7 +197,7 @@ def test_reference_when_forced_or_unregistered(fake_sm90, monkeypatch):
   assert custom_calls(jax_sm100.matmul, a, a)[0] == []
   # sm100: only targets with an sm100 kernel (none yet) may be called
   monkeypatch.setattr(_backend, "_device_backend", lambda: "sm100")
-  monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.KNOWN_TARGETS))
+  monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
   jax.clear_caches()
   assert custom_calls(jax_sm100.matmul, a, a)[0] == []
 

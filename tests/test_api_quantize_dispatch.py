@@ -61,8 +61,8 @@ def test_emulated_quantize_path_matches_reference(rng, emulated_kernels, block):
   x = random_array(rng, (200, 260), jnp.float32, scale=3.0)
   q, s = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=block))(x)
   assert any(c[0] == TARGET for c in emulated_kernels)
-  from jax_sm100._fp8 import _quantize
-  q_ref, s_ref = _quantize(x, block, jnp.float8_e4m3fn)
+  from jax_sm100._reference import quantize_blockwise
+  q_ref, s_ref = quantize_blockwise(x, block, jnp.float8_e4m3fn)
   np.testing.assert_array_equal(np.asarray(s), np.asarray(s_ref))
   np.testing.assert_array_equal(np.asarray(q.astype(jnp.float32)), np.asarray(q_ref.astype(jnp.float32)))
 
@@ -135,10 +135,11 @@ def test_dual_quantize_equals_two_quantizations(rng, emulated_kernels, monkeypat
   # The op's contract, through the emulated FFI call: bit-identical to
   # quantize(x, 1x128) and quantize(x^T, t_block x 128).
   from jax_sm100 import _backend
-  from jax_sm100._fp8 import _quantize, _quantize_dual_op
+  from jax_sm100._launch.quantize import quantize_dual
+  from jax_sm100._reference import quantize_blockwise as _quantize
   x = random_array(rng, shape, jnp.bfloat16, scale=5.0)
   ctx = _backend.context()
-  (q, s), (qt, st) = jax.jit(lambda x: _quantize_dual_op(ctx, x, t_block))(x)
+  (q, s), (qt, st) = jax.jit(lambda x: quantize_dual(ctx, x, t_block))(x)
   assert [c[0] for c in emulated_kernels] == [DUAL]
   bits = lambda a: np.asarray(a).view(np.uint8 if a.dtype.itemsize == 1 else np.uint32)
   rq, rs = _quantize(x, (1, 128), jnp.float8_e4m3fn)
@@ -178,10 +179,10 @@ def test_fp8_dot_grad_vmap_with_dual_quantize(rng, emulated_kernels, monkeypatch
 
 
 # ---------------------------------------------------------------------------
-# A's scales in the GEMM's layout straight from the quantizers (fp8_dot): the
-# fp8 kernel reads a's 1x128 scales transposed, (ceil(K/128), round_up(M, 4)),
-# and fp8_dot's quantize launches write them so (no XLA transpose in between).
-# JAX_SM100_FP8_FUSED_SCALES=0 turns it off.
+# Transposed A scales straight from the quantizers (fp8_dot): the fp8 kernel
+# reads a's 1x128 scales transposed, (ceil(K/128), round_up(M, 4)), and fp8_dot's
+# quantize launches write them so (no XLA transpose in between).
+# jax_sm100.tuning.override(fp8_fused_scales=False) turns it off.
 # ---------------------------------------------------------------------------
 
 def _gemm_a_scale_producers(f, *args):
@@ -196,12 +197,11 @@ def _gemm_a_scale_producers(f, *args):
 @pytest.mark.parametrize("fused", [True, False])
 def test_fp8_dot_gemms_take_a_scales_from_the_quantizers(fake_sm90, monkeypatch, fused):
   monkeypatch.delenv("JAX_SM100_DISABLE_TARGETS", raising=False)
-  if not fused:
-    monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
   x, w = jnp.ones((64, 256), jnp.bfloat16), jnp.ones((256, 128), jnp.bfloat16)
   loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w))
-  primal = _gemm_a_scale_producers(jax_sm100.fp8_dot, x, w)
-  grads = _gemm_a_scale_producers(jax.grad(loss, argnums=(0, 1)), x, w)
+  with jax_sm100.tuning.override(fp8_fused_scales=fused):
+    primal = _gemm_a_scale_producers(jax_sm100.fp8_dot, x, w)
+    grads = _gemm_a_scale_producers(jax.grad(loss, argnums=(0, 1)), x, w)
   assert len(primal) == 1 and len(grads) == 2  # y; dx and dw (y itself is not needed)
   quantizer = re.compile(r"stablehlo\.custom_call @jax_sm100_quantize_fp8(_dual)?$")
   for p in primal + grads:
@@ -220,13 +220,12 @@ def test_fp8_dot_fused_scales_are_bit_identical(rng, emulated_kernels, monkeypat
   loss = lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w, out_dtype=out_dtype).astype(jnp.float32) ** 2)
   f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
   # vmap over a batch of x (the quantizers' and the GEMM's vmap rules with
-  # kernel-layout scales)
+  # transposed A scales)
   fv = jax.jit(jax.vmap(jax.value_and_grad(loss, argnums=(0, 1)), (0, None)))
   xb = jnp.stack([x[0], x[1]])
-  monkeypatch.setenv("JAX_SM100_FP8_FUSED_SCALES", "0")
   jax.clear_caches()
-  base, base_v = f(x, w), fv(xb, w)
-  monkeypatch.delenv("JAX_SM100_FP8_FUSED_SCALES")
+  with jax_sm100.tuning.override(fp8_fused_scales=False):
+    base, base_v = f(x, w), fv(xb, w)
   jax.clear_caches()
   fused, fused_v = f(x, w), fv(xb, w)
   for a, b in zip(jax.tree.leaves((base, base_v)), jax.tree.leaves((fused, fused_v))):
@@ -262,7 +261,7 @@ def test_transposed_scales_reach_the_gemm_without_a_transpose(fake_sm90):
   assert text.count("custom_call @" + TARGET + "(") == 1
 
 
-@pytest.mark.parametrize("m", [50, 64])  # 50: the kernel layout's pad columns
+@pytest.mark.parametrize("m", [50, 64])  # 50: the transposed A scales get pad columns
 @pytest.mark.parametrize("with_c", [False, True])
 def test_emulated_transposed_scales_give_the_same_product(rng, emulated_kernels, m, with_c):
   x = random_array(rng, (m, 300), jnp.bfloat16, scale=3.0)

@@ -57,9 +57,17 @@ def test_registrations_match_build():
     if not _ffi.has_cuda():
         assert regs == {}
         return
-    from jax_sm100 import _ffi_registry
-    for name in _ffi_registry.KNOWN_TARGETS:
-        assert name in regs, f"FFI target {name} missing from a CUDA build"
+    assert sorted(regs) == sorted(_ffi.target_names()), "a CUDA build registers every target"
+
+
+def test_the_launch_layer_calls_only_targets_of_the_extension():
+    # The extension's registration table is the one list of targets; every name the
+    # launch layer calls must be in it (in any build, with or without CUDA).
+    from jax_sm100._launch import fp8, gemm, quantize
+    called = {gemm.TARGET, gemm.RESIDUAL_TARGET, fp8.TARGET, fp8.RESIDUAL_TARGET,
+              quantize.TARGET, quantize.DUAL_TARGET}
+    assert called == set(_ffi.target_names())
+    assert set(_ffi.sm100_targets()) <= called
 
 
 @pytest.mark.skipif(not _ffi.has_cuda() or "sm_90a" not in _ffi.cuda_archs(),

@@ -1,0 +1,161 @@
+"""Launches of the FP8 blockwise GEMM targets, or the reference.
+
+  d = (a * a_scale) @ (b * b_scale)^T (+ beta * c)
+      targets jax_sm100_fp8_gemm, jax_sm100_fp8_gemm_residual
+
+a (M, K) e4m3 with 1x128 scales, b (N, K) e4m3 with b_scale (ceil(N/128),
+ceil(K/128)), c (M, N) bf16 -> d (M, N) bf16.
+
+A's scales reach the kernel TRANSPOSED, `a_scale_t` (ceil(K/128), M): one TMA box
+then brings a stage's scales. (The documented layout, a_scale (M, ceil(K/128)),
+has rows strided by ceil(K/128) floats, which no TMA box fits.) The kernel's rows
+must span a multiple of 16 bytes, so M is padded to a multiple of 4 with 1s; that
+padding is this module's business: the quantize launches (quantize.py) may write
+it already (`for_gemm`), and `fp8_gemm` takes a_scale_t with or without it.
+K is padded to a multiple of 16 (a's and b's rows) and N to a multiple of 8 (d's
+and c's rows); both stay inside the last scale block, so the scales are unchanged.
+The tile configuration (jax_sm100.tuning.Fp8Config) is chosen per launch from
+(M, padded N) and passed as the attributes block_m, block_n, cluster,
+pair_along_n, group_m.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_batching import custom_vmap
+
+from jax_sm100 import _explain, _reference, tuning
+from jax_sm100._backend import Context
+from jax_sm100._util import pad_to, round_up
+
+TARGET = "jax_sm100_fp8_gemm"
+RESIDUAL_TARGET = "jax_sm100_fp8_gemm_residual"
+BF16 = np.dtype(jnp.bfloat16)
+E4M3 = np.dtype(jnp.float8_e4m3fn)
+MAX_K = 65536  # the sm90 kernel keeps all of a row's K-block scales on chip
+
+
+def _pad_a_scale_t(a_scale_t, m: int):
+  """a_scale_t (..., ceil(K/128), M or round_up(M, 4)) with the kernel's pad columns
+  (1s, as the quantize kernels write them; the GEMM never reads them)."""
+  return pad_to(a_scale_t, -1, round_up(m, 4), value=1.0)
+
+
+def transpose_a_scale(a_scale):
+  """a's scales (..., M, ceil(K/128)) -> a_scale_t as the GEMM reads it (padded)."""
+  return _pad_a_scale_t(jnp.swapaxes(a_scale, -1, -2), a_scale.shape[-2])
+
+
+def untranspose_a_scale(a_scale_t, m: int):
+  """a_scale_t (..., ceil(K/128), M or round_up(M, 4)) -> a's scales (..., M, ceil(K/128))."""
+  return jnp.swapaxes(a_scale_t[..., :m], -1, -2)
+
+
+def _launch(a, a_scale_t, b, b_scale, c, beta, settings):
+  """The one place that knows the FP8 kernels' operand layout (module docstring)."""
+  m, k = a.shape
+  n = b.shape[0]
+  kp, np_ = round_up(k, 16), round_up(n, 8)
+  a_scale_t = _pad_a_scale_t(a_scale_t, m)
+  a = pad_to(a, 1, kp)
+  b = pad_to(pad_to(b, 1, kp), 0, np_)
+  out = jax.ShapeDtypeStruct((m, np_), BF16)
+  residual = c is not None
+  cfg, why = tuning.resolve_fp8(settings, m, np_, kp, residual)
+  attrs = cfg.attributes()
+  ops = [a, a_scale_t, b, b_scale]
+  if residual:
+    ops.append(pad_to(c, 1, np_))
+    attrs["beta"] = np.float32(beta)
+  target = RESIDUAL_TARGET if residual else TARGET
+  _explain.note_launch(target, ops, attrs, f"{m}x{np_}x{kp}: {why}")
+  d = jax.ffi.ffi_call(target, out)(*ops, **attrs)
+  return d[:, :n] if np_ != n else d
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(residual: bool, beta: float, settings):
+  """The FP8 launch as a custom_vmap function of (a, a_scale_t, b, b_scale[, c]).
+
+  vmap rule: when only the a side (a, a_scale_t, c) is batched, the vmapped axis
+  folds into M (one launch); when b or b_scale is batched, the batched reference
+  runs instead (one XLA batched dot, not a loop).
+  """
+
+  @custom_vmap
+  def call(*ops):
+    a, a_scale_t, b, b_scale = ops[:4]
+    return _launch(a, a_scale_t, b, b_scale, ops[4] if residual else None, beta, settings)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, *ops):
+    if not any(in_batched):
+      return call(*ops), False
+    if in_batched[2] or in_batched[3]:
+      def ref(a, a_scale_t, b, b_scale, *c):
+        return _reference.fp8_gemm(a, untranspose_a_scale(a_scale_t, a.shape[0]), b, b_scale,
+                                   c[0] if residual else None, beta, BF16)
+      axes = [0 if bt else None for bt in in_batched]
+      return jax.vmap(ref, in_axes=axes)(*ops), True
+    ops = [x if bt else jnp.broadcast_to(x, (axis_size,) + x.shape)
+           if i in (0, 1, 4) else x for i, (x, bt) in enumerate(zip(ops, in_batched))]
+    a, a_scale_t = ops[:2]
+    m = a.shape[1]
+    ops[0] = a.reshape((axis_size * m,) + a.shape[2:])  # fold the vmapped axis into M
+    st = jnp.moveaxis(a_scale_t[..., :m], 0, 1)        # (K/128, B, M)
+    ops[1] = st.reshape(st.shape[0], axis_size * m)
+    if residual:
+      ops[4] = ops[4].reshape((axis_size * m,) + ops[4].shape[2:])
+    d = call(*ops)
+    return d.reshape((axis_size, m) + d.shape[1:]), True
+
+  return call
+
+
+def kernel_ok(ctx: Context, m: int, n: int, k: int, out_dtype, residual: bool = False) -> bool:
+  """Whether an e4m3 x e4m3 product (M, K) @ (N, K)^T -> out_dtype runs the FP8 kernel."""
+  target = RESIDUAL_TARGET if residual else TARGET
+  return (ctx.can_call(target) and np.dtype(out_dtype) == BF16
+          and min(m, n, k) > 0 and k <= MAX_K)
+
+
+def _why_reference(ctx, a, b, c, m, n, k, out_dtype):
+  target = TARGET if c is None else RESIDUAL_TARGET
+  if not ctx.can_call(target):
+    return ctx.why_not(target)
+  if a.dtype != E4M3 or b.dtype != E4M3:
+    return f"inputs {a.dtype.name} x {b.dtype.name}: the kernel takes float8_e4m3fn"
+  if np.dtype(out_dtype) != BF16:
+    return f"output {np.dtype(out_dtype).name}: the kernel writes bfloat16"
+  if c is not None and c.dtype != BF16:
+    return f"c is {c.dtype.name}: the kernel reads bfloat16"
+  if min(m, n, k) == 0:
+    return "an empty operand"
+  return f"K = {k} > {MAX_K}"
+
+
+def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, *, a_scale_transposed: bool,
+             c=None, beta: float = 0.0, out_dtype=BF16):
+  """(a*a_scale) @ (b*b_scale)^T (+ beta*c): the FP8 kernel when supported, else the
+  reference. a_scale_transposed: a_scale is a_scale_t, (ceil(K/128), M) or already
+  padded for the kernel (a quantize launch's for_gemm output); the kernel reads it
+  as it is. Otherwise a_scale is (M, ceil(K/128)) and is transposed here (an XLA op).
+  """
+  out_dtype = np.dtype(out_dtype)
+  if beta == 0.0:
+    c = None  # beta == 0: c is never read
+  (m, k), n = a.shape, b.shape[0]
+  if (a.dtype == E4M3 and b.dtype == E4M3 and (c is None or c.dtype == BF16)
+      and kernel_ok(ctx, m, n, k, out_dtype, residual=c is not None)):
+    a_scale_t = a_scale if a_scale_transposed else a_scale.T
+    residual, beta_k = ((), 0.0) if c is None else ((c,), float(beta))
+    return _kernel(c is not None, beta_k, ctx.tuning)(a, a_scale_t, b, b_scale, *residual)
+  _explain.note_reference(TARGET if c is None else RESIDUAL_TARGET,
+                          [x.shape for x in (a, a_scale, b, b_scale, c) if x is not None],
+                          lambda: _why_reference(ctx, a, b, c, m, n, k, out_dtype))
+  if a_scale_transposed:
+    a_scale = untranspose_a_scale(a_scale, m)
+  return _reference.fp8_gemm(a, a_scale, b, b_scale, c, beta, out_dtype)

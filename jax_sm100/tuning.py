@@ -1,0 +1,469 @@
+"""Kernel tuning as data: configs, the default choice per GPU kind, overrides.
+
+Every kernel launch carries its configuration as FFI attributes (visible in the
+lowered HLO and part of the jit cache key):
+
+  GemmConfig(block_m, block_n, cluster_m, group_m)            bf16/fp16 GEMMs
+  Fp8Config(block_m, block_n, cluster, pair_along_n, group_m)  FP8 blockwise GEMMs
+
+The default for a call comes from `gemm_config` / `fp8_config`: rules whose
+numbers (candidate tiles, efficiency guesses, thresholds, group sizes) live in
+the HEURISTICS table, keyed by architecture, and that depend on the device's SM
+count (`sm_count`). `override(...)` replaces the choice for the calls traced
+inside it; `explain(f, *args)` lists which path and configuration each of f's
+products takes, and why.
+
+Like jax_sm100.backend(), all of this is read when an op is traced: a function
+already traced (and cached) by jax.jit keeps the configuration it was traced
+with. Trace again (a new jax.jit, or jax.clear_caches()) to apply an override
+to it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from jax_sm100._util import cdiv
+
+__all__ = [
+    "GemmConfig", "Fp8Config", "GEMM_TILINGS", "FP8_TILINGS", "HEURISTICS", "SM_COUNTS",
+    "DEFAULT_SM_COUNT", "sm_count", "gemm_config", "fp8_config", "override", "current",
+    "fp8_fused_scales", "explain", "Settings",
+]
+
+# ---------------------------------------------------------------------------
+# Configurations (the FFI attribute contract)
+# ---------------------------------------------------------------------------
+
+# (block_m, block_n, cluster_m) combinations the bf16/fp16 GEMM is compiled for.
+GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
+                (64, 64, 1))
+# (block_m, block_n, cluster, pair_along_n) combinations the FP8 GEMM is compiled for;
+# the residual FP8 GEMM runs the 128-row ones only.
+FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
+               (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
+               (256, 128, 2, True))
+GROUP_M_RANGE = (1, 64)
+
+
+def _int_field(cls: str, name: str, v) -> int:
+  if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    raise ValueError(f"{cls}: {name} must be an int; got {v!r}.")
+  return int(v)
+
+
+def _check_group_m(cls: str, v) -> int:
+  v = _int_field(cls, "group_m", v)
+  lo, hi = GROUP_M_RANGE
+  if not lo <= v <= hi:
+    raise ValueError(f"{cls}: group_m must be in [{lo}, {hi}]; got {v}.")
+  return v
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmConfig:
+  """One compiled bf16/fp16 GEMM kernel choice.
+
+  block_m x block_n: the output tile per CTA; cluster_m: CTAs per cluster along M
+  (2: pairs of M tiles share a multicast B tile); group_m: M tiles per group of the
+  persistent tile order (L2 reuse). Valid (block_m, block_n, cluster_m): GEMM_TILINGS;
+  group_m in [1, 64].
+  """
+  block_m: int
+  block_n: int
+  cluster_m: int = 1
+  group_m: int = 8
+
+  def __post_init__(self):
+    cls = type(self).__name__
+    for f in ("block_m", "block_n", "cluster_m"):
+      object.__setattr__(self, f, _int_field(cls, f, getattr(self, f)))
+    object.__setattr__(self, "group_m", _check_group_m(cls, self.group_m))
+    tiling = (self.block_m, self.block_n, self.cluster_m)
+    if tiling not in GEMM_TILINGS:
+      raise ValueError(f"{cls}: (block_m, block_n, cluster_m) = {tiling} is not compiled; "
+                       f"valid: {', '.join(map(str, GEMM_TILINGS))}.")
+
+  def attributes(self) -> dict:
+    """The FFI attributes of jax_sm100_gemm[_residual] for this choice."""
+    return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
+                cluster_m=np.int32(self.cluster_m), group_m=np.int32(self.group_m))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp8Config:
+  """One compiled FP8 blockwise GEMM kernel choice.
+
+  block_m x block_n: the output tile per CTA (128-row tiles overlap the scale
+  promotion with the next MMAs; 192 rows: three math warpgroups; 256 rows: two
+  128-row waves per K block); cluster: CTAs per cluster (2: a pair sharing a
+  multicast tile), pair_along_n: the pair lies along N and shares A (256-row tiles)
+  rather than along M sharing B; group_m: M tiles (in cluster rows) per group of the
+  persistent tile order. Valid (block_m, block_n, cluster, pair_along_n):
+  FP8_TILINGS; group_m in [1, 64]. The residual target takes 128-row tiles only.
+  """
+  block_m: int
+  block_n: int
+  cluster: int = 1
+  pair_along_n: bool = False
+  group_m: int = 8
+
+  def __post_init__(self):
+    cls = type(self).__name__
+    for f in ("block_m", "block_n", "cluster"):
+      object.__setattr__(self, f, _int_field(cls, f, getattr(self, f)))
+    if not isinstance(self.pair_along_n, (bool, np.bool_)):
+      raise ValueError(f"{cls}: pair_along_n must be a bool; got {self.pair_along_n!r}.")
+    object.__setattr__(self, "pair_along_n", bool(self.pair_along_n))
+    object.__setattr__(self, "group_m", _check_group_m(cls, self.group_m))
+    tiling = (self.block_m, self.block_n, self.cluster, self.pair_along_n)
+    if tiling not in FP8_TILINGS:
+      raise ValueError(f"{cls}: (block_m, block_n, cluster, pair_along_n) = {tiling} is not "
+                       f"compiled; valid: {', '.join(map(str, FP8_TILINGS))}.")
+
+  @property
+  def supports_residual(self) -> bool:
+    """Whether the residual target (beta * c epilogue) has this kernel: 128-row tiles."""
+    return self.block_m == 128
+
+  def attributes(self) -> dict:
+    """The FFI attributes of jax_sm100_fp8_gemm[_residual] for this choice."""
+    return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
+                cluster=np.int32(self.cluster), pair_along_n=bool(self.pair_along_n),
+                group_m=np.int32(self.group_m))
+
+
+# ---------------------------------------------------------------------------
+# The heuristic table (data) and the SM count
+# ---------------------------------------------------------------------------
+
+HEURISTICS: dict[str, dict[str, Any]] = {
+    # Hopper (H100/H200). Measured on H200s; see docs/ for the runs behind each number.
+    "sm90": {
+        "gemm": {
+            # (block_m, block_n, efficiency guess). Estimated time of a tile shape =
+            # waves * tile area / efficiency (bigger tiles reuse shared-memory operands
+            # more); the lowest estimate wins, the first listed on a tie.
+            "tiles": ((128, 256, 1.00), (128, 128, 0.85), (64, 128, 0.60), (64, 64, 0.45)),
+            # 2-CTA clusters along M (B multicast) for these tile heights when the M tiles
+            # pair up evenly and there is more than one wave of tiles: +3-20% on
+            # multi-wave shapes, -8% on a single wave.
+            "cluster_m": {"size": 2, "block_m": (128,), "min_m_tiles": 2,
+                          "even_m_tiles": True, "more_tiles_than_sms": True},
+            "group_m": 8,
+        },
+        "fp8": {
+            # 128-row tiles 128 wide, or `narrow_block_n` wide when the 128x128 tiles
+            # would not fill every SM (decode-like shapes).
+            "block_n": 128,
+            "narrow_block_n": 64,
+            # Taller tiles (128-wide tiles only, M > 128, no residual) when their tiles
+            # still fill every SM: 256 rows, or 192 where its predicted tiling efficiency
+            # beats 256's by more than `tall_margin`.
+            "tall_block_m": 256,
+            "alt_block_m": 192,
+            "tall_margin": 1.02,
+            # Cluster per tile height: a pair along "m" (sharing B) when there are two M
+            # tiles, along "n" (sharing A) when there are two N tiles, or none.
+            "pair": {128: "m", 192: None, 256: "n"},
+            "group_m": 8,
+        },
+    },
+}
+
+# SM counts by device kind (substring, first match), when the device does not report
+# its own (jax GPU devices expose `core_count`).
+SM_COUNTS = (("H100 PCIe", 114), ("H100", 132), ("H200", 132), ("H800", 132),
+             ("B200", 148))
+DEFAULT_SM_COUNT = 132
+
+
+def _device(device):
+  if device is not None:
+    return device
+  from jax_sm100 import _backend
+  return _backend._default_device()
+
+
+def sm_count(device=None) -> int:
+  """Streaming multiprocessors of `device` (default: the default device): its
+  `core_count` where it reports one, else SM_COUNTS by device kind, else 132."""
+  dev = _device(device)
+  if getattr(dev, "platform", "gpu") == "gpu":
+    n = getattr(dev, "core_count", None)
+    if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0:
+      return int(n)
+  kind = str(getattr(dev, "device_kind", "")).lower()
+  for sub, count in SM_COUNTS:
+    if sub.lower() in kind:
+      return count
+  return DEFAULT_SM_COUNT
+
+
+def _arch(device) -> str:
+  """The HEURISTICS key for `device`; the sm90 table where there is no entry of its
+  own (the only GPU with kernels today)."""
+  from jax_sm100 import _backend
+  cc = _backend._compute_capability(device) if hasattr(device, "platform") else None
+  key = f"sm{cc[0]}{cc[1]}" if cc else "sm90"
+  return key if key in HEURISTICS else "sm90"
+
+
+# ---------------------------------------------------------------------------
+# The default choice
+# ---------------------------------------------------------------------------
+
+def _gemm_choice(m: int, n: int, batch: int, sms: int, table) -> tuple[GemmConfig, str]:
+  best, best_cost = None, 0.0
+  for bm, bn, eff in table["tiles"]:
+    tiles = batch * cdiv(m, bm) * cdiv(n, bn)
+    cost = cdiv(tiles, sms) * bm * bn / eff
+    if best is None or cost < best_cost:
+      best, best_cost = (bm, bn, eff), cost
+  bm, bn, eff = best
+  rule = table["cluster_m"]
+  m_tiles = cdiv(m, bm)
+  tiles = batch * m_tiles * cdiv(n, bn)
+  pairs = (bm in rule["block_m"] and m_tiles >= rule["min_m_tiles"]
+           and (m_tiles % rule["size"] == 0 or not rule["even_m_tiles"])
+           and (tiles > sms or not rule["more_tiles_than_sms"]))
+  cluster = rule["size"] if pairs else 1
+  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
+         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff}); cluster {cluster}"
+         + (" (M tiles pair up, more tiles than SMs)" if pairs else ""))
+  return GemmConfig(bm, bn, cluster, table["group_m"]), why
+
+
+def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = False,
+                device=None) -> GemmConfig:
+  """The default GemmConfig for a (batch of) m x n x k GEMM(s) on `device`.
+
+  m, n: the kernel's output rows and columns (after the launch layer's 16-byte
+  padding; explain() shows them); batch: the output's batch count. The rule is the
+  same with and without the residual epilogue; k does not enter it.
+  """
+  del k, residual
+  dev = _device(device)
+  return _gemm_choice(m, n, batch, sm_count(dev), HEURISTICS[_arch(dev)]["gemm"])[0]
+
+
+def _tile_efficiency(m: int, n: int, bm: int, sms: int) -> float:
+  """Predicted useful fraction of a persistent launch of bm x 128 tiles, one CTA per
+  SM: the last wave's filled share times the rows of M over the rows tiled."""
+  m_tiles = cdiv(m, bm)
+  tiles = m_tiles * cdiv(n, 128)
+  grid = min(tiles, sms)
+  waves = cdiv(tiles, grid)
+  return tiles / (grid * waves) * m / (m_tiles * bm)
+
+
+def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Config, str]:
+  wide = table["block_n"]
+  if cdiv(m, 128) * cdiv(n, wide) < sms:
+    bn = table["narrow_block_n"]
+    why = f"{bn}-wide tiles: 128x{wide} tiles leave SMs idle"
+  else:
+    bn, why = wide, f"{wide}-wide tiles"
+  bm = 128
+  tall, alt = table["tall_block_m"], table["alt_block_m"]
+  if residual:
+    why += "; 128 rows (the residual kernel's only height)"
+  elif m <= 128 or bn != wide:
+    why += "; 128 rows"
+  elif cdiv(m, tall) * cdiv(n, wide) < sms:
+    why += f"; 128 rows ({tall}-row tiles would leave SMs idle)"
+  else:
+    e_alt, e_tall = _tile_efficiency(m, n, alt, sms), _tile_efficiency(m, n, tall, sms)
+    bm = alt if e_alt > table["tall_margin"] * e_tall else tall
+    why += (f"; {bm} rows (predicted tiling efficiency {alt}: {e_alt:.3f}, "
+            f"{tall}: {e_tall:.3f})")
+  pair = table["pair"][bm]
+  if pair == "m" and m > bm:
+    cluster, along_n = 2, False
+    why += "; a pair along M sharing B"
+  elif pair == "n" and n > wide:
+    cluster, along_n = 2, True
+    why += "; a pair along N sharing A"
+  else:
+    cluster, along_n = 1, False
+    why += "; 1 CTA per cluster"
+  return Fp8Config(bm, bn, cluster, along_n, table["group_m"]), why
+
+
+def fp8_config(m: int, n: int, k: int, *, residual: bool = False, device=None) -> Fp8Config:
+  """The default Fp8Config for an m x n x k FP8 blockwise GEMM on `device`.
+
+  n: the kernel's output columns (padded to a multiple of 8 by the launch layer).
+  With residual=True the choice is one the residual target has (128-row tiles).
+  """
+  del k
+  dev = _device(device)
+  return _fp8_choice(m, n, residual, sm_count(dev), HEURISTICS[_arch(dev)]["fp8"])[0]
+
+
+# ---------------------------------------------------------------------------
+# Overrides
+# ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The tuning settings an op call is traced with (see current()).
+
+  gemm / fp8: None (the default choice), a config (used for every such launch), or
+  a partial override: a tuple of (field, value) pairs applied on top of each
+  launch's default choice. fp8_fused_scales: fp8_dot's quantizers write a's scales
+  as transposed A scales, which its GEMMs read as they are (True, the default), or
+  XLA transposes them.
+  """
+  gemm: Any = None
+  fp8: Any = None
+  fp8_fused_scales: bool = True
+
+
+_SETTINGS = contextvars.ContextVar("jax_sm100_tuning", default=Settings())
+
+
+def current() -> Settings:
+  """The settings in force here (the innermost override(), else the defaults)."""
+  return _SETTINGS.get()
+
+
+def fp8_fused_scales() -> bool:
+  """Whether fp8_dot's quantizers write a's scales as transposed A scales for its GEMMs."""
+  return current().fp8_fused_scales
+
+
+def _field_values(cls) -> dict:
+  """Each tiling field's compiled values, e.g. {"block_m": [64, 128], ...}."""
+  tilings = GEMM_TILINGS if cls is GemmConfig else FP8_TILINGS
+  names = [f.name for f in dataclasses.fields(cls)][:len(tilings[0])]
+  return {name: sorted({t[i] for t in tilings}) for i, name in enumerate(names)}
+
+
+def _as_setting(kind: str, cls, value):
+  """An override argument as Settings holds it (see Settings), each value checked."""
+  if value is None or isinstance(value, cls):
+    return value
+  if not isinstance(value, Mapping):
+    raise ValueError(f"override({kind}=...) takes a {cls.__name__}, a dict of some of its "
+                     f"fields, or None; got {value!r}.")
+  who = f"override({kind}=...)"
+  valid = _field_values(cls)
+  out = {}
+  for k, v in value.items():
+    if k == "group_m":
+      out[k] = _check_group_m(who, v)
+      continue
+    if k not in valid:
+      fields = [f.name for f in dataclasses.fields(cls)]
+      raise ValueError(f"{who}: unknown field {k!r}; {cls.__name__} has {', '.join(fields)}.")
+    if k == "pair_along_n":
+      if not isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"{who}: pair_along_n must be a bool; got {v!r}.")
+      v = bool(v)
+    else:
+      v = _int_field(who, k, v)
+    if v not in valid[k]:
+      raise ValueError(f"{who}: {k} must be one of {valid[k]}; got {v!r}.")
+    out[k] = v
+  return tuple(sorted(out.items())) or None
+
+
+@contextlib.contextmanager
+def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None):
+  """Kernel configurations for the ops traced inside the `with` block.
+
+    with jax_sm100.tuning.override(fp8=Fp8Config(128, 128, cluster=2)):
+      y = jax.jit(f)(x, w)            # traced here: every FP8 GEMM in f uses it
+
+  gemm: a GemmConfig for every bf16/fp16 GEMM launch, or a dict of some of its
+    fields applied on top of each launch's default (e.g. {"group_m": 16},
+    {"cluster_m": 1}); fp8: the same with Fp8Config. A combination that is not
+    compiled raises ValueError when an op is traced; the residual FP8 GEMM takes
+    128-row tiles only, so a 192/256-row override raises for it.
+  fp8_fused_scales: False makes fp8_dot's GEMMs transpose a's scales with XLA
+    instead of taking them from the quantizers (for tests and benchmarks).
+  Omitted arguments keep the enclosing setting. Thread- and task-local
+  (contextvars). Read at trace time: a function already traced by jax.jit keeps
+  the configuration it was traced with; the choice shows in the lowered HLO as the
+  custom call's attributes.
+  """
+  cur = current()
+  new = Settings(
+      gemm=cur.gemm if gemm is None else _as_setting("gemm", GemmConfig, gemm),
+      fp8=cur.fp8 if fp8 is None else _as_setting("fp8", Fp8Config, fp8),
+      fp8_fused_scales=(cur.fp8_fused_scales if fp8_fused_scales is None
+                        else _bool_setting(fp8_fused_scales)))
+  token = _SETTINGS.set(new)
+  try:
+    yield new
+  finally:
+    _SETTINGS.reset(token)
+
+
+def _bool_setting(v) -> bool:
+  if not isinstance(v, (bool, np.bool_)):
+    raise ValueError(f"override(fp8_fused_scales=...) takes a bool; got {v!r}.")
+  return bool(v)
+
+
+def _apply(kind: str, default, setting):
+  """The config a launch uses: `default` under `setting` (see Settings)."""
+  if setting is None:
+    return default, None
+  if isinstance(setting, (GemmConfig, Fp8Config)):
+    return setting, f"override({kind}={setting})"
+  try:
+    cfg = dataclasses.replace(default, **dict(setting))
+  except ValueError as e:
+    raise ValueError(f"override({kind}={dict(setting)}) on the default {default}: {e}") from None
+  return cfg, f"override({kind}={dict(setting)}) on {default}"
+
+
+def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
+                 residual: bool) -> tuple[GemmConfig, str]:
+  """(config, why) for one bf16/fp16 GEMM launch (the launch layer's entry)."""
+  del k, residual
+  dev = _device(None)
+  default, why = _gemm_choice(m, n, batch, sm_count(dev), HEURISTICS[_arch(dev)]["gemm"])
+  cfg, how = _apply("gemm", default, settings.gemm if settings else None)
+  return cfg, how or why
+
+
+def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,
+                residual: bool) -> tuple[Fp8Config, str]:
+  """(config, why) for one FP8 GEMM launch (the launch layer's entry)."""
+  del k
+  dev = _device(None)
+  default, why = _fp8_choice(m, n, residual, sm_count(dev), HEURISTICS[_arch(dev)]["fp8"])
+  cfg, how = _apply("fp8", default, settings.fp8 if settings else None)
+  if residual and not cfg.supports_residual:
+    raise ValueError(f"jax_sm100.tuning: {how}: the residual FP8 GEMM runs 128-row tiles "
+                     f"only; got block_m={cfg.block_m}.")
+  return cfg, how or why
+
+
+def explain(fn, *args, **kwargs):
+  """Which path (kernel or reference) and kernel configuration each product of
+  fn(*args, **kwargs) takes here, and why: a list of jax_sm100 launches and
+  reference fallbacks (printable as a table). fn is traced, not run (arrays or
+  jax.ShapeDtypeStruct)."""
+  from jax_sm100 import _explain
+  return _explain.explain(fn, *args, **kwargs)
+
+
+# Environment variables that selected kernel variants before configs were data.
+_RETIRED_ENV = ("JAX_SM100_FP8_FUSED_SCALES", "JAX_SM100_SM90_CONFIG", "JAX_SM100_SM90_CLUSTER",
+                "JAX_SM100_FP8_BLOCK_M", "JAX_SM100_FP8_BLOCK_N", "JAX_SM100_FP8_CLUSTER",
+                "JAX_SM100_FP8_OVERLAP", "JAX_SM100_FP8_CHAIN", "JAX_SM100_FP8_GROUP_M",
+                "JAX_SM100_FP8_BALANCED_GRID")
+_stale = [v for v in _RETIRED_ENV if v in os.environ]
+if _stale:
+  warnings.warn(f"jax_sm100: {', '.join(_stale)} no longer select kernel variants and are "
+                "ignored; use jax_sm100.tuning.override(...).", RuntimeWarning, stacklevel=2)

@@ -1,0 +1,387 @@
+"""jax_sm100.tuning on CPU: the default configurations reproduce the rules the C++
+handlers applied before configurations became data (transcribed below from them),
+configs validate, overrides reach the lowered HLO, and explain() tells the path.
+"""
+import itertools
+import re
+import threading
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_sm100
+from jax_sm100 import tuning
+from jax_sm100.tuning import Fp8Config, GemmConfig
+from conftest import FP8_TILINGS, GEMM_TILINGS
+
+BF16 = jnp.bfloat16
+
+
+# ---------------------------------------------------------------------------
+# The former C++ rules, transcribed statement by statement (sm90_gemm_host.h:
+# choose_config, choose_cluster; fp8_ffi.cu: pick_block_n, tile_efficiency,
+# pick_block_m, pick_cluster; group_m 8 for both). No environment overrides.
+# ---------------------------------------------------------------------------
+
+def old_choose_config(m, n, batch, num_sms):
+  cands = [(0, 128, 256, 1.00), (1, 128, 128, 0.85), (2, 64, 128, 0.60), (3, 64, 64, 0.45)]
+  best, best_cost, first = 0, 0.0, True
+  for cfg, bm, bn, eff in cands:
+    tiles = batch * ((m + bm - 1) // bm) * ((n + bn - 1) // bn)
+    waves = (tiles + num_sms - 1) // num_sms
+    cost = float(waves) * bm * bn / eff
+    if first or cost < best_cost:
+      best, best_cost, first = cfg, cost, False
+  return best
+
+
+def old_choose_cluster(cfg, m, n, batch, num_sms):
+  if cfg not in (0, 1):
+    return 1
+  bn = 256 if cfg == 0 else 128
+  m_tiles = (m + 127) // 128
+  tiles = batch * m_tiles * ((n + bn - 1) // bn)
+  return 2 if (m_tiles >= 2 and m_tiles % 2 == 0 and tiles > num_sms) else 1
+
+
+def old_gemm(m, n, batch, sms):
+  cfg = old_choose_config(m, n, batch, sms)
+  bm, bn = [(128, 256), (128, 128), (64, 128), (64, 64)][cfg]
+  return (bm, bn, old_choose_cluster(cfg, m, n, batch, sms), 8)
+
+
+def old_pick_block_n(m, n, sms):
+  tiles128 = ((m + 127) // 128) * ((n + 127) // 128)
+  return 64 if tiles128 < sms else 128
+
+
+def old_tile_efficiency(m, n, bm, sms):
+  m_tiles = (m + bm - 1) // bm
+  tiles = m_tiles * ((n + 127) // 128)
+  grid = tiles if tiles < sms else sms
+  waves = (tiles + grid - 1) // grid
+  return float(tiles) / float(grid * waves) * float(m) / float(m_tiles * bm)
+
+
+def old_pick_block_m(m, n, bn, sms):
+  if m <= 128 or bn != 128:
+    return 128
+  tiles256 = ((m + 255) // 256) * ((n + 127) // 128)
+  if tiles256 < sms:
+    return 128
+  return 192 if old_tile_efficiency(m, n, 192, sms) > 1.02 * old_tile_efficiency(m, n, 256, sms) \
+      else 256
+
+
+def old_pick_cluster(m, n, bm):
+  ctas, along_n = (1 if bm == 192 else 2), bm == 256
+  if bm == 192:
+    return 1, False
+  if bm != 256:
+    along_n = False
+  if (n <= 128) if along_n else (m <= bm):
+    return 1, False
+  return ctas, along_n
+
+
+def old_fp8(m, n, residual, sms):
+  bn = old_pick_block_n(m, n, sms)
+  bm = 128 if residual else old_pick_block_m(m, n, bn, sms)
+  ctas, along_n = old_pick_cluster(m, n, bm)
+  return (bm, bn, ctas, along_n, 8)
+
+
+def gpu(sms=132, kind="NVIDIA H200", cc="9.0"):
+  """A stand-in jax GPU device reporting `sms` SMs (None: no core_count)."""
+  d = types.SimpleNamespace(platform="gpu", device_kind=kind, compute_capability=cc,
+                            client=types.SimpleNamespace(platform_version="cuda 12080"))
+  if sms is not None:
+    d.core_count = sms
+  return d
+
+
+SIZES = [1, 7, 8, 16, 63, 64, 65, 127, 128, 129, 192, 255, 256, 257, 383, 384, 640, 1000,
+         2048, 2112, 2176, 3000, 4096, 5000, 7168, 8192, 16384, 24576]
+SM_COUNTS = [132, 114, 148, 78]
+
+
+def _random_sizes(seed, count):
+  rng = np.random.default_rng(seed)
+  return [int(v) for v in rng.integers(1, 20000, count)]
+
+
+@pytest.mark.parametrize("sms", SM_COUNTS)
+def test_gemm_defaults_equal_the_former_rules(sms):
+  dev = gpu(sms)
+  shapes = list(itertools.product(SIZES, SIZES, [1, 2, 3, 8]))
+  shapes += list(zip(_random_sizes(sms, 400), _random_sizes(sms + 1, 400),
+                     [1 + v % 5 for v in _random_sizes(sms + 2, 400)]))
+  for m, n, batch in shapes:
+    got = tuning.gemm_config(m, n, 4096, batch=batch, device=dev)
+    want = old_gemm(m, n, batch, sms)
+    assert (got.block_m, got.block_n, got.cluster_m, got.group_m) == want, (m, n, batch, sms)
+    assert tuning.gemm_config(m, n, 64, batch=batch, residual=True, device=dev) == got
+
+
+@pytest.mark.parametrize("sms", SM_COUNTS)
+def test_fp8_defaults_equal_the_former_rules(sms):
+  dev = gpu(sms)
+  shapes = list(itertools.product(SIZES, SIZES))
+  shapes += list(zip(_random_sizes(sms + 3, 1000), _random_sizes(sms + 4, 1000)))
+  seen = set()
+  for m, n in shapes:
+    for residual in (False, True):
+      got = tuning.fp8_config(m, n, 4096, residual=residual, device=dev)
+      want = old_fp8(m, n, residual, sms)
+      got_t = (got.block_m, got.block_n, got.cluster, got.pair_along_n, got.group_m)
+      assert got_t == want, (m, n, residual, sms)
+      if residual:
+        assert got.block_m == 128 and got.supports_residual
+      seen.add(got_t[:4])
+  # the sweep reaches every default-reachable tiling (192 and 256 rows, both clusters)
+  assert {(192, 128, 1, False), (256, 128, 2, True), (128, 64, 2, False)} <= seen
+
+
+def test_sm_count_from_the_device_then_by_kind():
+  assert tuning.sm_count(gpu(114)) == 114
+  assert tuning.sm_count(gpu(None, kind="NVIDIA H100 80GB HBM3")) == 132
+  assert tuning.sm_count(gpu(None, kind="NVIDIA H100 PCIe")) == 114
+  assert tuning.sm_count(gpu(None, kind="NVIDIA H200")) == 132
+  assert tuning.sm_count(gpu(None, kind="NVIDIA B200")) == 148
+  assert tuning.sm_count(gpu(None, kind="Some Future GPU")) == tuning.DEFAULT_SM_COUNT == 132
+  assert tuning.sm_count(jax.devices("cpu")[0]) == 132  # a CPU's cores are not SMs
+  # the default device at call time
+  assert tuning.sm_count() == tuning.sm_count(jax.devices()[0])
+
+
+def test_the_sm_count_changes_the_choice():
+  # 2048^3 bf16: 64 tiles of 128x256 is one wave on 132 SMs, 128x128 tiles are two
+  assert tuning.gemm_config(2048, 2048, 2048, device=gpu(132)) == GemmConfig(128, 256, 1, 8)
+  assert tuning.gemm_config(2048, 2048, 2048, device=gpu(32)).cluster_m == 2
+
+
+# ---------------------------------------------------------------------------
+# Config validation
+# ---------------------------------------------------------------------------
+
+def test_config_tables_match_the_ffi_contract():
+  assert set(tuning.GEMM_TILINGS) == GEMM_TILINGS
+  assert set(tuning.FP8_TILINGS) == FP8_TILINGS
+  for t in GEMM_TILINGS:
+    assert GemmConfig(*t).attributes() == dict(
+        block_m=np.int32(t[0]), block_n=np.int32(t[1]), cluster_m=np.int32(t[2]),
+        group_m=np.int32(8))
+  for t in FP8_TILINGS:
+    attrs = Fp8Config(*t, group_m=3).attributes()
+    assert isinstance(attrs["pair_along_n"], bool) and attrs["group_m"] == np.int32(3)
+    assert Fp8Config(*t).supports_residual == (t[0] == 128)
+
+
+@pytest.mark.parametrize("args,match", [
+    ((128, 64), r"\(block_m, block_n, cluster_m\) = \(128, 64, 1\) is not compiled; valid: "
+                r"\(128, 256, 1\)"),
+    ((64, 128, 2), r"is not compiled"),
+    ((128, 256, 1, 0), r"group_m must be in \[1, 64\]; got 0"),
+    ((128, 256, 1, 65), r"group_m must be in \[1, 64\]"),
+    ((128.0, 256), r"block_m must be an int"),
+    ((True, 256), r"block_m must be an int"),
+])
+def test_gemm_config_rejects_what_is_not_compiled(args, match):
+  with pytest.raises(ValueError, match=match):
+    GemmConfig(*args)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(block_m=128, block_n=192), r"\(128, 192, 1, False\) is not compiled; valid: "
+                                     r"\(128, 64, 1, False\)"),
+    (dict(block_m=128, block_n=128, cluster=4), r"is not compiled"),
+    (dict(block_m=256, block_n=128, cluster=2), r"\(256, 128, 2, False\) is not compiled"),
+    (dict(block_m=128, block_n=128, pair_along_n=1), r"pair_along_n must be a bool"),
+    (dict(block_m=128, block_n=128, group_m=100), r"group_m must be in \[1, 64\]"),
+])
+def test_fp8_config_rejects_what_is_not_compiled(kw, match):
+  with pytest.raises(ValueError, match=match):
+    Fp8Config(**kw)
+
+
+def test_configs_are_frozen_and_hashable():
+  c = GemmConfig(128, 128, 2, 4)
+  with pytest.raises(Exception):
+    c.block_m = 64
+  assert {c: 1}[GemmConfig(np.int64(128), 128, 2, 4)] == 1
+
+
+# ---------------------------------------------------------------------------
+# Overrides: visible in the lowered HLO
+# ---------------------------------------------------------------------------
+
+CALL_RE = re.compile(r"stablehlo\.custom_call @(\w+)\(.*?mhlo\.backend_config = \{(.*?)\}")
+
+
+def configs(f, *args):
+  """[(target, {attr: value})] of jit(f) lowered for args (a fresh trace)."""
+  text = jax.jit(lambda *a: f(*a)).lower(*args).as_text()
+  return [(t, {k: v.split(" : ")[0] for k, v in re.findall(r"(\w+) = ([^,]+)", kv)})
+          for t, kv in CALL_RE.findall(text)]
+
+
+def gemm_tiling(attrs):
+  return tuple(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m", "group_m"))
+
+
+def fp8_tiling(attrs):
+  return (int(attrs["block_m"]), int(attrs["block_n"]), int(attrs["cluster"]),
+          attrs["pair_along_n"] == "true", int(attrs["group_m"]))
+
+
+def test_default_attributes_follow_the_padded_kernel_shape(fake_sm90):
+  # N = 1001 is padded to 1008 for the kernel; the choice is made on (4096, 1008).
+  a, b = jnp.ones((4096, 512), BF16), jnp.ones((512, 1001), BF16)
+  (target, attrs), = configs(jax_sm100.matmul, a, b)
+  want = tuning.gemm_config(4096, 1008, 512)
+  assert target == "jax_sm100_gemm"
+  assert gemm_tiling(attrs) == (want.block_m, want.block_n, want.cluster_m, want.group_m)
+  # batched: the output's batch count enters the choice
+  a3 = jnp.ones((6, 512, 512), BF16)
+  (_, attrs), = configs(jax_sm100.matmul, a3, jnp.ones((6, 512, 512), BF16))
+  want = tuning.gemm_config(512, 512, 512, batch=6)
+  assert gemm_tiling(attrs) == (want.block_m, want.block_n, want.cluster_m, want.group_m)
+
+
+def test_gemm_override_changes_the_attributes(fake_sm90):
+  a, b = jnp.ones((256, 512), BF16), jnp.ones((512, 384), BF16)
+  (_, default), = configs(jax_sm100.matmul, a, b)
+  with tuning.override(gemm=GemmConfig(128, 128, 2, 16)):
+    (_, forced), = configs(jax_sm100.matmul, a, b)
+    (_, residual), = configs(lambda a, b: jax_sm100.matmul_residual(a, b, a @ b), a, b)
+    with tuning.override(gemm={"group_m": 3}):  # nested: partial, on the default choice
+      (_, partial), = configs(jax_sm100.matmul, a, b)
+  assert gemm_tiling(forced) == gemm_tiling(residual) == (128, 128, 2, 16)
+  assert gemm_tiling(partial) == gemm_tiling(default)[:3] + (3,)
+  (_, after), = configs(jax_sm100.matmul, a, b)
+  assert after == default
+
+
+def test_fp8_override_changes_the_attributes(fake_sm90):
+  x, w = jnp.ones((512, 256), BF16), jnp.ones((256, 640), BF16)
+  gemm = lambda calls: [a for t, a in calls if t == "jax_sm100_fp8_gemm"]
+  default, = gemm(configs(jax_sm100.fp8_dot, x, w))
+  with tuning.override(fp8=Fp8Config(256, 128, 2, True, group_m=4)):
+    calls = configs(jax.grad(lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w)), (0, 1)), x, w)
+  gemms = [fp8_tiling(a) for t, a in calls if t == "jax_sm100_fp8_gemm"]
+  assert gemms == [(256, 128, 2, True, 4)] * 2  # dx and dw
+  with tuning.override(fp8={"cluster": 1, "block_n": 64}):
+    partial, = gemm(configs(jax_sm100.fp8_dot, x, w))
+  assert fp8_tiling(partial) == (fp8_tiling(default)[0], 64, 1, False, 8)
+
+
+def test_fp8_residual_takes_128_row_tiles_only(fake_sm90):
+  from jax_sm100._reference import quantize_blockwise
+  a, sa = quantize_blockwise(jnp.ones((512, 256)), (1, 128), jnp.float8_e4m3fn)
+  b, sb = quantize_blockwise(jnp.ones((640, 256)), (128, 128), jnp.float8_e4m3fn)
+  c = jnp.ones((512, 640), BF16)
+  f = lambda *o: jax_sm100.fp8_blockwise_matmul(*o, c=c, beta=0.5)
+  (target, attrs), = configs(f, a, sa, b, sb)
+  assert target == "jax_sm100_fp8_gemm_residual" and int(attrs["block_m"]) == 128
+  with tuning.override(fp8=Fp8Config(128, 64, 1)):
+    (_, attrs), = configs(f, a, sa, b, sb)
+  assert fp8_tiling(attrs) == (128, 64, 1, False, 8)
+  with tuning.override(fp8=Fp8Config(256, 128, 1)):
+    with pytest.raises(ValueError, match="residual FP8 GEMM runs 128-row tiles only"):
+      configs(f, a, sa, b, sb)
+    # the plain product takes it
+    (_, attrs), = configs(lambda *o: jax_sm100.fp8_blockwise_matmul(*o), a, sa, b, sb)
+    assert fp8_tiling(attrs) == (256, 128, 1, False, 8)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(gemm={"block_k": 64}), r"unknown field 'block_k'; GemmConfig has block_m"),
+    (dict(gemm={"block_n": 192}), r"block_n must be one of \[64, 128, 256\]; got 192"),
+    (dict(gemm={"group_m": 0}), r"group_m must be in \[1, 64\]"),
+    (dict(fp8={"cluster": 4}), r"cluster must be one of \[1, 2\]; got 4"),
+    (dict(fp8={"pair_along_n": "yes"}), r"pair_along_n must be a bool"),
+    (dict(fp8=GemmConfig(128, 128)), r"override\(fp8=...\) takes a Fp8Config"),
+    (dict(gemm=(128, 128)), r"override\(gemm=...\) takes a GemmConfig"),
+    (dict(fp8_fused_scales=0), r"fp8_fused_scales=...\) takes a bool"),
+])
+def test_invalid_overrides_raise(kw, match):
+  with pytest.raises(ValueError, match=match):
+    with tuning.override(**kw):
+      pass
+
+
+def test_partial_override_that_is_not_compiled_raises_at_trace_time(fake_sm90):
+  a = jnp.ones((256, 256), BF16)
+  with tuning.override(gemm={"block_m": 64, "cluster_m": 2}):  # each valid, not together
+    with pytest.raises(ValueError, match=r"override\(gemm=.*is not compiled"):
+      configs(jax_sm100.matmul, a, a)
+
+
+def test_override_is_context_local():
+  seen = {}
+  with tuning.override(gemm=GemmConfig(64, 64), fp8_fused_scales=False):
+    t = threading.Thread(target=lambda: seen.update(s=tuning.current()))
+    t.start()
+    t.join()
+    assert tuning.current().gemm == GemmConfig(64, 64) and not tuning.fp8_fused_scales()
+  assert seen["s"] == tuning.Settings() and tuning.fp8_fused_scales()
+  assert tuning.current() == tuning.Settings()
+
+
+@pytest.mark.parametrize("cfg", [GemmConfig(*t) for t in sorted(GEMM_TILINGS)])
+def test_every_gemm_config_computes_the_same_product(rng, emulated_kernels, cfg):
+  # The emulation checks each launch's attributes; the math must not depend on them.
+  from conftest import random_array
+  a, b = random_array(rng, (3, 40, 24), BF16), random_array(rng, (24, 17), BF16)
+  want = jax_sm100.matmul(a, b)
+  jax.clear_caches()
+  with tuning.override(gemm=cfg):
+    got = jax.jit(jax_sm100.matmul)(a, b)
+  assert gemm_tiling({k: str(v) for k, v in emulated_kernels[-1][2].items()}) == (
+      cfg.block_m, cfg.block_n, cfg.cluster_m, cfg.group_m)
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+# ---------------------------------------------------------------------------
+# explain()
+# ---------------------------------------------------------------------------
+
+def test_explain_on_the_kernel_path(fake_sm90):
+  a, b = jnp.ones((4096, 512), BF16), jnp.ones((512, 1001), BF16)
+  rep = tuning.explain(jax_sm100.matmul, a, b)
+  (d,) = rep
+  assert d.path == "kernel" and d.target == "jax_sm100_gemm"
+  assert d.config == tuning.gemm_config(4096, 1008, 512)
+  assert d.shapes == ((4096, 512), (512, 1008))
+  assert "4096x1008x512" in d.why and "tiles" in d.why
+  with tuning.override(gemm=GemmConfig(64, 128)):
+    (d,) = tuning.explain(jax_sm100.matmul, a, b)
+  assert d.config == GemmConfig(64, 128) and "override(gemm=" in d.why
+  # f32 inputs take the reference, and say why
+  f32 = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+  (d,) = tuning.explain(jax_sm100.matmul, f32, f32)
+  assert d.path == "reference" and "float32" in d.why
+
+
+def test_explain_reports_the_launches_of_the_final_program(fake_sm90):
+  x = jax.ShapeDtypeStruct((3, 40, 256), BF16)
+  w = jax.ShapeDtypeStruct((256, 64), BF16)
+  rep = tuning.explain(jax.vmap(jax_sm100.fp8_dot, (0, None)), x, w)
+  gemms = [d for d in rep if d.target == "jax_sm100_fp8_gemm"]
+  assert len(gemms) == 1 and gemms[0].shapes[0] == (120, 256)  # folded into M, once
+  assert gemms[0].config == tuning.fp8_config(120, 64, 256)
+  assert {d.target for d in rep} == {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8",
+                                     "jax_sm100_quantize_fp8_dual"}
+  assert "jax_sm100_fp8_gemm" in str(rep)
+
+
+def test_explain_on_the_reference_path(monkeypatch):
+  monkeypatch.setenv("JAX_SM100_FORCE_REFERENCE", "1")
+  rep = tuning.explain(jax_sm100.matmul, jnp.ones((4, 8), BF16), jnp.ones((8, 4), BF16))
+  (d,) = rep
+  assert d.path == "reference" and d.target == "jax_sm100_gemm" and d.config is None
+  assert d.why == "backend() is 'reference': JAX_SM100_FORCE_REFERENCE is set"
+  assert str(tuning.explain(lambda x: x + 1, jnp.ones(3))) == "(no jax_sm100 products)"
