@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _backend, _checks
+from jax_sm100 import _autodiff, _backend, _checks
 from jax_sm100._launch import fp8 as _fp8_launch
 from jax_sm100._launch import quantize as _quant
 from jax_sm100._reference import FP8_BLOCK as BLOCK
@@ -43,6 +43,9 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn,
     q     = dtype(clip(x * (1.0 / scale), -max, max))   (saturating)
   so each tile's largest |x| maps to the format's max. A NaN in a tile gives
   that tile a NaN scale and NaN q (kept visible, not hidden).
+
+  Not differentiable on any backend (a TypeError names the op when a derivative
+  reaches it); fp8_dot quantizes inside a custom_vjp for training.
   """
   op = "quantize_fp8_blockwise"
   x = _checks.as_array(op, "x", x)
@@ -63,12 +66,17 @@ def quantize_fp8_blockwise(x, *, block=(1, 128), dtype=jnp.float8_e4m3fn,
   scale_transposed = _checks.static_bool(op, "scale_transposed", scale_transposed)
   block = (int(block[0]), int(block[1]))
   ctx = _backend.context()
-  if not scale_transposed:
-    return _quant.quantize(ctx, x, block, dt)
-  if block == (1, BLOCK):  # transposed A scales, written so by the kernel
-    return _quant.quantize(ctx, x, block, dt, scale_transposed=True)
-  q, s = _quant.quantize(ctx, x, block, dt)
-  return q, s.T
+
+  def run(x):
+    if not scale_transposed:
+      return _quant.quantize(ctx, x, block, dt)
+    if block == (1, BLOCK):  # transposed A scales, written so by the kernel
+      return _quant.quantize(ctx, x, block, dt, scale_transposed=True)
+    q, s = _quant.quantize(ctx, x, block, dt)
+    return q, s.T
+
+  return _autodiff.not_differentiable(
+      op, "For training, fp8_dot quantizes inside a custom_vjp with an FP8 backward.", run, x)
 
 
 # ----------------------------------------------------------------------------
@@ -132,9 +140,16 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
     if tuple(c.shape) != (m, n):
       raise ValueError(f"jax_sm100.{op}: c must have shape (M, N) = {(m, n)}; "
                        f"got {tuple(c.shape)}.")
-  return _fp8_launch.fp8_gemm(_backend.context(), a, a_scale, b, b_scale,
-                             a_scale_transposed=a_scale_transposed, c=c, beta=beta,
-                             out_dtype=out_dtype)
+  ctx = _backend.context()
+
+  def run(a, a_scale, b, b_scale, c):
+    return _fp8_launch.fp8_gemm(ctx, a, a_scale, b, b_scale,
+                                a_scale_transposed=a_scale_transposed, c=c, beta=beta,
+                                out_dtype=out_dtype)
+
+  return _autodiff.not_differentiable(
+      op, "Use fp8_dot (quantization inside, FP8 backward) to train.", run,
+      a, a_scale, b, b_scale, c)
 
 
 # ----------------------------------------------------------------------------
@@ -234,5 +249,6 @@ def fp8_dot(x, w, *, out_dtype=None):
   x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
   ctx = _backend.context()
   plan = _plan(ctx, x2.shape[0], x2.shape[1], w.shape[1], out_dtype, x.dtype, w.dtype)
-  y = _fp8_dot(ctx, out_dtype, x.dtype, w.dtype, plan, x2, w)
+  with _autodiff.reverse_mode_only(op, x2, w):
+    y = _fp8_dot(ctx, out_dtype, x.dtype, w.dtype, plan, x2, w)
   return y.reshape(x.shape[:-1] + (w.shape[1],))

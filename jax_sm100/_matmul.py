@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _backend, _checks
+from jax_sm100 import _autodiff, _backend, _checks
 from jax_sm100._launch import gemm as _gemm
 
 
@@ -109,7 +109,8 @@ def matmul(a, b, *, out_dtype=None):
   """
   a, b, _ = _validate_pair("matmul", a, b)
   out_dtype = _checks.out_dtype_or("matmul", out_dtype, a.dtype)
-  return _matmul(_backend.context(), out_dtype, a, b)
+  with _autodiff.reverse_mode_only("matmul", a, b):
+    return _matmul(_backend.context(), out_dtype, a, b)
 
 
 # ----------------------------------------------------------------------------
@@ -172,6 +173,13 @@ def matmul_residual(a, b, c, *, alpha=1.0, beta=1.0, out_dtype=None):
     raise TypeError(f"jax_sm100.{op}: c must have the output dtype {out_dtype.name}; "
                     f"got {c.dtype.name} (cast c or pass out_dtype).")
   if tuple(c.shape) not in (tuple(out_shape), tuple(out_shape[-2:])):
-    raise ValueError(f"jax_sm100.{op}: c must have the product's shape {tuple(out_shape)} "
-                     f"or {tuple(out_shape[-2:])}; got {tuple(c.shape)}.")
-  return _matmul_residual(_backend.context(), alpha, beta, out_dtype, a, b, c)
+    accepted = f"the product's shape {tuple(out_shape)}"
+    if len(out_shape) > 2:
+      accepted += f" or (M, N) = {tuple(out_shape[-2:])} (broadcast over the batch)"
+    hint = ""
+    if c.ndim == 1 and c.shape[0] == out_shape[-1]:
+      hint = (f" A bias of shape (N,) is not broadcast here: pass "
+              f"jnp.broadcast_to(c, {tuple(out_shape[-2:])}).")
+    raise ValueError(f"jax_sm100.{op}: c must have {accepted}; got {tuple(c.shape)}.{hint}")
+  with _autodiff.reverse_mode_only(op, a, b, c):
+    return _matmul_residual(_backend.context(), alpha, beta, out_dtype, a, b, c)

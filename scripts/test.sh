@@ -11,7 +11,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # packages provide them.
 python -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm \
   || echo "[test] could not install nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm"
-if command -v nvcc >/dev/null 2>&1 && [ "${JAX_SM100_ENABLE_CUDA:-ON}" != "OFF" ]; then
+if command -v nvcc >/dev/null 2>&1 && [ "$jax_sm100_want_cuda" = 1 ]; then
   export JAX_SM100_EXPECT_KERNELS=1   # a build that lost its kernels must fail the tests
 fi
 cd "$repo"
@@ -21,6 +21,12 @@ set +e
 pytest -ra "$@" tests
 rc=$?
 set -e
+# Repeated after pytest's output, where it is read.
+if [ "${JAX_SM100_KERNELS:-none}" = "none" ]; then
+  echo "[test] this build has NO GPU kernels (reference path only); see set-up's last lines"
+else
+  echo "[test] this build has GPU kernels for: $JAX_SM100_KERNELS"
+fi
 if [ "$rc" -eq 5 ]; then
   echo "[test] pytest collected no tests: that is a failure" >&2
   exit 1

@@ -81,6 +81,24 @@ def test_matmul_residual_bad_input(c, kw, exc, match):
     _raises_at_trace(f, args, exc, match)
 
 
+@pytest.mark.parametrize("a,b,c,match", [
+    # 2-D product: one accepted shape, named once.
+    ((4, 8), (8, 2), (4, 3), r"c must have the product's shape \(4, 2\); got \(4, 3\)\.(\n|$)"),
+    # batched product: the full shape or (M, N) broadcast over the batch.
+    ((3, 4, 8), (8, 2), (4, 3), r"c must have the product's shape \(3, 4, 2\) or \(M, N\) = "
+     r"\(4, 2\) \(broadcast over the batch\); got \(4, 3\)\.(\n|$)"),
+    # a bias-shaped c: says what to pass instead.
+    ((4, 8), (8, 2), (2,), r"got \(2,\)\. A bias of shape \(N,\) is not broadcast here: pass "
+     r"jnp\.broadcast_to\(c, \(4, 2\)\)\."),
+])
+def test_residual_shape_error_says_what_is_accepted(a, b, c, match):
+  f = lambda a, b, c: jax_sm100.matmul_residual(a, b, c)
+  with pytest.raises(ValueError, match=match) as info:
+    jax.eval_shape(f, _sds(a), _sds(b), _sds(c))
+  assert str(info.value).count("(4, 2)") <= 2  # never the same shape twice in a row
+  assert "(4, 2) or (4, 2)" not in str(info.value)
+
+
 def test_residual_alpha_must_be_static():
   a, b, c = jnp.ones((4, 8), BF), jnp.ones((8, 2), BF), jnp.ones((4, 2), BF)
   f = jax.jit(lambda a, b, c, alpha: jax_sm100.matmul_residual(a, b, c, alpha=alpha))

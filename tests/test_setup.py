@@ -74,9 +74,9 @@ def test_license_is_apache_2_and_declared():
 FAKE_CMAKE_3_25 = """#!/bin/sh
 case "$1 $2" in
   "-E capabilities")
-    echo '{"version":{"isDirty":false,"major":3,"minor":25,"patch":1,"string":"3.25.1","suffix":""}}' ;;
+    echo '{"version":{"major":3,"minor":25,"patch":1,"string":"3.25.1"}}' ;;
   "--version "*)
-    printf 'cmake version 3.25.1\\n\\nCMake suite maintained and supported by Kitware (kitware.com/cmake).\\n' ;;
+    printf 'cmake version 3.25.1\\n\\nCMake suite maintained by Kitware.\\n' ;;
   *) echo "fake cmake 3.25.1: refusing to run: $*" >&2; exit 1 ;;
 esac
 """
@@ -121,7 +121,8 @@ def _run_setup(checkout: Path, venv: Path, path: str):
 
 
 def _explain(res) -> str:
-  return f"exit {res.returncode}\n--- stdout ---\n{res.stdout[-6000:]}\n--- stderr ---\n{res.stderr[-6000:]}"
+  return (f"exit {res.returncode}\n--- stdout ---\n{res.stdout[-6000:]}\n"
+          f"--- stderr ---\n{res.stderr[-6000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,8 @@ def setup_runs(tmp_path_factory):
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q",
                     "cmake", "ninja"], capture_output=True)
   runs["old_cmake"] = _run_setup(checkout, venv, str(fake) + os.pathsep + no_cmake)
-  return runs
+  yield runs
+  shutil.rmtree(root, ignore_errors=True)  # the venv holds about 1 GB (jaxlib)
 
 
 @pytest.mark.slow
