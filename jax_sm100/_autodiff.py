@@ -2,8 +2,9 @@
 
 * matmul, matmul_residual, fp8_dot: reverse mode (jax.grad, jax.vjp, jax.jacrev)
   through their custom_vjp rules, whose backward runs on the kernels. Forward mode
-  (jax.jvp, jax.jacfwd; jax.linearize, which JAX builds on jvp) has no rule: `reverse_mode_only` turns JAX's generic
-  custom_vjp error into one that names the op and the alternative.
+  (jax.jvp, jax.jacfwd) has no rule: `reverse_mode_only` raises a TypeError naming the
+  op and the alternative at trace time (jax.linearize cannot be told apart from the
+  linearization inside jax.grad: its linear function fails with JAX's own message).
 * fp8_blockwise_matmul, quantize_fp8_blockwise: not differentiable on any backend (the
   kernels' FFI calls have no derivative, and a derivative through quantized inputs is not
   the one a user wants): `not_differentiable` raises a TypeError naming the op and the
