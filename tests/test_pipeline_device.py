@@ -1,4 +1,4 @@
-"""Device tests of the pipeline library (tests/cuda/pipeline_device_test.cu).
+"""Device tests of the pipeline library (tests/cuda/pipeline_device_*.cu).
 
 * test_compile_check_*: nvcc compiles tests/cuda/pipeline_compile_check.cu, which
   instantiates every pipeline type/method and every ptx wrapper, for sm_90a and sm_100a
@@ -29,7 +29,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "ffi" / "include"
-DEVICE_SRC = ROOT / "tests" / "cuda" / "pipeline_device_test.cu"
+# main + trap kernels, ProducerConsumerPipeline cases, tile pipeline cases (the shared
+# harness is pipeline_device_harness.cuh).
+DEVICE_SRCS = [ROOT / "tests" / "cuda" / f"pipeline_device_{part}.cu"
+               for part in ("test", "pc", "tiles")]
 COMPILE_SRC = ROOT / "tests" / "cuda" / "pipeline_compile_check.cu"
 LOGDIR = os.environ.get("JAX_SM100_TEST_LOGDIR")
 
@@ -69,9 +72,9 @@ def _log(name: str, text: str) -> None:
     (pathlib.Path(LOGDIR) / f"{name}.log").write_text(text)
 
 
-def _nvcc(out: pathlib.Path, src: pathlib.Path, arch: str, extra: list[str]) -> None:
+def _nvcc(out: pathlib.Path, srcs: list[pathlib.Path], arch: str, extra: list[str]) -> None:
   cmd = [NVCC, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-std=c++17", "-O2",
-         "-lineinfo", "-I", str(INCLUDE), *extra, str(src), "-o", str(out)]
+         "-lineinfo", "-I", str(INCLUDE), *extra, *map(str, srcs), "-o", str(out)]
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
   assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
 
@@ -84,7 +87,7 @@ def _nvcc(out: pathlib.Path, src: pathlib.Path, arch: str, extra: list[str]) -> 
 def test_compile_check(tmp_path, arch, debug):
   """Every pipeline type/method and ptx wrapper compiles for the architecture."""
   extra = ["-c"] + (["-DJAX_SM100_PIPELINE_DEBUG"] if debug else [])
-  _nvcc(tmp_path / "check.o", COMPILE_SRC, arch, extra)
+  _nvcc(tmp_path / "check.o", [COMPILE_SRC], arch, extra)
   assert (tmp_path / "check.o").stat().st_size > 0
 
 
@@ -94,9 +97,9 @@ def test_compile_check(tmp_path, arch, debug):
 def binaries(tmp_path_factory):
   d = tmp_path_factory.mktemp("pipeline_device")
   rel, dbg = d / "pipeline_device_test", d / "pipeline_device_test_debug"
-  _nvcc(rel, DEVICE_SRC, "90a", [])
+  _nvcc(rel, DEVICE_SRCS, "90a", [])
   # Debug build: bounded waits; a 2 s bound keeps the trap test short.
-  _nvcc(dbg, DEVICE_SRC, "90a", ["-DJAX_SM100_PIPELINE_DEBUG",
+  _nvcc(dbg, DEVICE_SRCS, "90a", ["-DJAX_SM100_PIPELINE_DEBUG",
                                  "-DJAX_SM100_PIPELINE_DEBUG_TIMEOUT_NS=2000000000ull"])
   return rel, dbg
 

@@ -1,4 +1,4 @@
-"""CPU protocol tests of the pipeline library (tests/cpp/pipeline_host_test.cc).
+"""CPU protocol tests of the pipeline library (tests/cpp/pipeline_host_*.cc).
 
 The C++ test instantiates the same pipeline templates the kernels use with the
 std::atomic HostBarrier and drives them from CPU threads (one producer, several
@@ -22,7 +22,9 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SRC = ROOT / "tests" / "cpp" / "pipeline_host_test.cc"
+# main + broken-protocol tests, ProducerConsumerPipeline cases, tile pipeline cases (the
+# shared harness is pipeline_host_harness.h).
+SRCS = [ROOT / "tests" / "cpp" / f"pipeline_host_{part}.cc" for part in ("test", "pc", "tiles")]
 INCLUDE = ROOT / "ffi" / "include"
 
 
@@ -39,7 +41,7 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler found")
 
 def _build(out: pathlib.Path, flags: list[str]) -> pathlib.Path:
   cmd = [CXX, "-std=c++17", "-pthread", "-Wall", "-Wextra", "-I", str(INCLUDE),
-         *flags, str(SRC), "-o", str(out)]
+         *flags, *map(str, SRCS), "-o", str(out)]
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
   assert res.returncode == 0, f"build failed: {' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
   return out

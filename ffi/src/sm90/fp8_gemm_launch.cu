@@ -1,5 +1,5 @@
-// sm90 launch unit of the blockwise-scaled FP8 GEMM: tensor maps, tile order, persistent
-// grid and cudaLaunchKernelEx of the kernel instantiation the call's tiling names.
+// sm90 launch unit of the blockwise-scaled FP8 GEMM: tensor maps, tile order and the
+// persistent launch (common/launch.h) of the kernel instantiation the call's tiling names.
 //
 // The compiled instantiations (block_m x block_n, cluster; "pair along N" shares A):
 //   plain and residual: 128 x 64 and 128 x 128, 1 CTA or a pair along M (overlapped
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/launch.h"
 #include "common/tensor_map.h"
 #include "jax_sm100/common/tile_scheduler.cuh"
 #include "jax_sm100/kernels/sm90/fp8_gemm.cuh"
@@ -29,17 +30,8 @@ static_assert(kSm90Fp8MaxK == int64_t(fp8::kMaxKBlocks) * 128, "K limit out of s
 std::string encode_2d(CUtensorMap* map, const void* base, CUtensorMapDataType dtype,
                       uint32_t elem_bytes, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
                       uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle swizzle) {
-  TensorMapSpec s;
-  s.base = base;
-  s.dtype = dtype;
-  s.elem_bytes = elem_bytes;
-  s.rank = 2;
-  s.inner = inner;
-  s.outer = outer;
-  s.row_pitch_bytes = pitch_bytes;
-  s.box_inner = box_inner;
-  s.box_outer = box_outer;
-  s.swizzle = swizzle;
+  const TensorMapSpec s{base,        dtype,       elem_bytes, /*rank=*/2, inner, outer,
+                        /*batch=*/1, pitch_bytes, box_inner,  box_outer,  swizzle};
   return encode_tensor_map(map, s);
 }
 
@@ -47,18 +39,7 @@ std::string encode_2d(CUtensorMap* map, const void* base, CUtensorMapDataType dt
 /// launches it. Returns "" or an error sentence.
 template <class Cfg>
 std::string launch(const Fp8GemmProblem& o, int num_sms, cudaStream_t stream) {
-  auto kernel = fp8::sm90_fp8_gemm_kernel<Cfg>;
   const int num_kb = static_cast<int>((o.k + 127) / 128);
-  const uint32_t smem = Cfg::smem_bytes(num_kb);
-  static bool attr_set = false;  // once per instantiation (benign race: idempotent)
-  if (!attr_set) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(fp8::kSmemLimit)) != cudaSuccess) {
-      return std::string("cudaFuncSetAttribute failed: ") +
-             cudaGetErrorString(cudaGetLastError());
-    }
-    attr_set = true;
-  }
 
   CUtensorMap map_a, map_b, map_sfa, map_d, map_c;
   std::string err;
@@ -107,36 +88,17 @@ std::string launch(const Fp8GemmProblem& o, int num_sms, cudaStream_t stream) {
   p.order = kernels::TileOrder::make(m_tiles, n_tiles, 1, Cfg::kClusterM, Cfg::kClusterN,
                                      o.tiling.group_m);
   // Persistent grid: one CTA per SM at most, in whole clusters, no more than the cluster
-  // tiles. How many clusters fit at once comes from the occupancy API (cached).
-  const int64_t cluster_tiles = p.order.count();
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Cfg::kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  static int max_clusters = 0;  // per instantiation (one device type per process assumed)
-  if (max_clusters == 0) {
-    cfg.gridDim = dim3(static_cast<unsigned>(num_sms / Cfg::kCluster * Cfg::kCluster), 1, 1);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
-      cudaGetLastError();
-      n = num_sms / Cfg::kCluster;
-    }
-    max_clusters = n;
-  }
-  const int64_t clusters = cluster_tiles < max_clusters ? cluster_tiles : max_clusters;
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kCluster), 1, 1);
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sfa, map_d, map_c, p);
-  if (e != cudaSuccess) cudaGetLastError();  // clear it
-  else e = cudaGetLastError();
-  if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
-  return "";
+  // tiles; the cluster attribute is set even for single CTAs.
+  PersistentLaunch l;
+  l.cluster = Cfg::kCluster;
+  l.threads = Cfg::kThreads;
+  l.smem_bytes = Cfg::smem_bytes(num_kb);
+  l.smem_limit = static_cast<int>(fp8::kSmemLimit);
+  l.units = p.order.count();
+  l.num_sms = num_sms;
+  l.single_cta = SingleCtaLaunch::kClusterOfOne;
+  return launch_persistent<fp8::sm90_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_sfa,
+                                                           map_d, map_c, p);
 }
 
 // The compiled set (Fp8GemmConfig<BLOCK_M, BLOCK_N, RESIDUAL, CLUSTER, PAIR_ALONG_N>).

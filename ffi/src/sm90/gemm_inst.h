@@ -12,8 +12,9 @@
 #include <type_traits>
 
 #include "jax_sm100/kernels/sm90/gemm.cuh"
-#include "sm90/gemm_launch.h"
+#include "common/launch.h"
 #include "common/tensor_map.h"
+#include "sm90/gemm_launch.h"
 
 namespace jax_sm100::host {
 
@@ -50,17 +51,9 @@ inline CUtensorMapDataType tma_dtype() {
 inline std::string encode_operand(CUtensorMap* map, const void* base, CUtensorMapDataType dt,
                                   uint32_t elem_bytes, int64_t inner, int64_t outer,
                                   int64_t batch, uint32_t box_inner, uint32_t box_outer) {
-  TensorMapSpec s;
-  s.base = base;
-  s.dtype = dt;
-  s.elem_bytes = elem_bytes;
-  s.rank = 3;
-  s.inner = static_cast<uint64_t>(inner);
-  s.outer = static_cast<uint64_t>(outer);
-  s.batch = static_cast<uint64_t>(batch);
-  s.box_inner = box_inner;
-  s.box_outer = box_outer;
-  s.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const TensorMapSpec s{base, dt, elem_bytes, /*rank=*/3, static_cast<uint64_t>(inner),
+                        static_cast<uint64_t>(outer), static_cast<uint64_t>(batch),
+                        /*row_pitch_bytes=*/0, box_inner, box_outer, CU_TENSOR_MAP_SWIZZLE_128B};
   return encode_tensor_map(map, s);
 }
 
@@ -115,75 +108,45 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   p.order = kernels::TileOrder::make((int)m_tiles, (int)n_tiles, (int)pr.batch, Cfg::kCluster, 1,
                                      pr.tiling.group_m);
 
-  auto kernel = sm90::sm90_gemm_kernel<Cfg, T, Out>;
-  // Raising the dynamic smem limit is host-side function state (no sync, no
-  // allocation); once per instantiation.
-  static const cudaError_t attr_err = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes());
-  if (attr_err != cudaSuccess)
-    return std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(attr_err);
-
-  cudaLaunchConfig_t lc{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Cfg::kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  lc.blockDim = dim3(Cfg::kThreads, 1, 1);
-  lc.dynamicSmemBytes = Cfg::smem_bytes();
-  lc.stream = stream;
-  lc.attrs = attr;
-  lc.numAttrs = 1;
   // Persistent grid: at most one CTA per SM, whole clusters, no more than the units.
-  // How many clusters can be resident at once depends on the GPC layout: ask once.
-  static int max_clusters = 0;  // per instantiation (one device type per process assumed)
-  if (max_clusters == 0) {
-    int n = 0;
-    lc.gridDim = dim3((num_sms / Cfg::kCluster) * Cfg::kCluster, 1, 1);
-    if (Cfg::kCluster == 1 || cudaOccupancyMaxActiveClusters(&n, kernel, &lc) != cudaSuccess ||
-        n <= 0) {
-      cudaGetLastError();
-      n = num_sms / Cfg::kCluster;
-    }
-    max_clusters = n;
-  }
-  const int64_t clusters = units < max_clusters ? units : max_clusters;
-  lc.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kCluster), 1, 1);
-  cudaError_t e;
-  if constexpr (Cfg::kCluster == 1) {
-    // No cluster attribute: the ordinary launch path (cheaper for microsecond kernels).
-    kernel<<<lc.gridDim, lc.blockDim, lc.dynamicSmemBytes, stream>>>(p);
-    e = cudaGetLastError();
-  } else {
-    e = cudaLaunchKernelEx(&lc, kernel, p);
-    if (e == cudaSuccess) e = cudaGetLastError();
-  }
-  if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
-  return "";
+  // Single CTAs launch with <<<>>>, without the cluster attribute: the cheaper launch
+  // path for microsecond kernels.
+  PersistentLaunch l;
+  l.cluster = Cfg::kCluster;
+  l.threads = Cfg::kThreads;
+  l.smem_bytes = Cfg::smem_bytes();
+  l.smem_limit = static_cast<int>(Cfg::smem_bytes());
+  l.units = units;
+  l.num_sms = num_sms;
+  l.single_cta = SingleCtaLaunch::kPlain;
+  return launch_persistent<sm90::sm90_gemm_kernel<Cfg, T, Out>>(l, stream, p);
+}
+
+/// The plain or the residual config of one tiling, as the call has a C operand or not.
+template <class Plain, class Residual, class T, class Out>
+std::string launch_plain_or_residual(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  return pr.c != nullptr ? launch_config<Residual, T, Out>(pr, num_sms, stream)
+                         : launch_config<Plain, T, Out>(pr, num_sms, stream);
 }
 
 template <class T, class Out>
 std::string sm90_gemm_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
-  const bool res = pr.c != nullptr;
   const GemmTiling& t = pr.tiling;
-  if (t.block_m == 128 && t.block_n == 256 && t.cluster_m == 1)
-    return res ? launch_config<Cfg128x256R, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg128x256, T, Out>(pr, num_sms, stream);
-  if (t.block_m == 128 && t.block_n == 256 && t.cluster_m == 2)
-    return res ? launch_config<Cfg128x256RC2, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg128x256C2, T, Out>(pr, num_sms, stream);
-  if (t.block_m == 128 && t.block_n == 128 && t.cluster_m == 1)
-    return res ? launch_config<Cfg128x128R, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg128x128, T, Out>(pr, num_sms, stream);
-  if (t.block_m == 128 && t.block_n == 128 && t.cluster_m == 2)
-    return res ? launch_config<Cfg128x128RC2, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg128x128C2, T, Out>(pr, num_sms, stream);
-  if (t.block_m == 64 && t.block_n == 128 && t.cluster_m == 1)
-    return res ? launch_config<Cfg64x128R, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg64x128, T, Out>(pr, num_sms, stream);
-  if (t.block_m == 64 && t.block_n == 64 && t.cluster_m == 1)
-    return res ? launch_config<Cfg64x64R, T, Out>(pr, num_sms, stream)
-               : launch_config<Cfg64x64, T, Out>(pr, num_sms, stream);
+  const auto is = [&t](int bm, int bn, int cm) {
+    return t.block_m == bm && t.block_n == bn && t.cluster_m == cm;
+  };
+  if (is(128, 256, 1))
+    return launch_plain_or_residual<Cfg128x256, Cfg128x256R, T, Out>(pr, num_sms, stream);
+  if (is(128, 256, 2))
+    return launch_plain_or_residual<Cfg128x256C2, Cfg128x256RC2, T, Out>(pr, num_sms, stream);
+  if (is(128, 128, 1))
+    return launch_plain_or_residual<Cfg128x128, Cfg128x128R, T, Out>(pr, num_sms, stream);
+  if (is(128, 128, 2))
+    return launch_plain_or_residual<Cfg128x128C2, Cfg128x128RC2, T, Out>(pr, num_sms, stream);
+  if (is(64, 128, 1))
+    return launch_plain_or_residual<Cfg64x128, Cfg64x128R, T, Out>(pr, num_sms, stream);
+  if (is(64, 64, 1))
+    return launch_plain_or_residual<Cfg64x64, Cfg64x64R, T, Out>(pr, num_sms, stream);
   return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +
          ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
 }
