@@ -1,4 +1,5 @@
-"""Which path the ops take: a compiled kernel ('sm90', 'sm100') or 'reference'."""
+"""Which path the ops take: a compiled kernel ('sm90', 'sm100'), the kernels' CPU
+handlers ('cpu_ffi') or 'reference'."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,15 @@ from jax_sm100 import _ffi_registry
 # JAX_SM100_FORCE_REFERENCE=1 forces the reference path (0 or unset: off). Read at
 # trace time.
 FORCE_REFERENCE_ENV = "JAX_SM100_FORCE_REFERENCE"
+# JAX_SM100_BACKEND=auto (default) | reference | cpu_ffi. Read at trace time.
+#   auto:      the compiled kernels on a GPU that has them, else the reference path.
+#   reference: the pure-JAX reference path everywhere.
+#   cpu_ffi:   on a CPU default device, the FFI targets' CPU handlers (plain C++ with the
+#              kernels' contract): the ops launch them through the same launch layer as
+#              the GPU kernels (custom calls in the HLO, padding, batching rules,
+#              partitioning), which the reference path bypasses. On any other device: auto.
+BACKEND_ENV = "JAX_SM100_BACKEND"
+BACKEND_CHOICES = ("auto", "reference", "cpu_ffi")
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -25,6 +35,19 @@ def force_reference() -> bool:
     return True
   raise ValueError(f"{FORCE_REFERENCE_ENV}={raw!r}: expected 1 (force the reference path) "
                    "or 0 / unset (off).")
+
+
+def backend_choice() -> str:
+  """JAX_SM100_BACKEND: 'auto' (also when unset or empty), 'reference' or 'cpu_ffi';
+  ValueError naming the allowed values for anything else."""
+  raw = os.environ.get(BACKEND_ENV, "")
+  v = raw.strip().lower()
+  if not v:
+    return "auto"
+  if v in BACKEND_CHOICES:
+    return v
+  raise ValueError(f"{BACKEND_ENV}={raw!r}: expected one of {', '.join(BACKEND_CHOICES)} "
+                   "(unset: auto).")
 
 
 def _default_device():
@@ -65,21 +88,33 @@ def _device_backend() -> str:
   return "reference"
 
 
-def backend() -> str:
-  """The path the ops take on the default device: 'sm90', 'sm100' or 'reference'.
+def _cpu_ffi_selected() -> bool:
+  """JAX_SM100_BACKEND=cpu_ffi with a CPU default device."""
+  return backend_choice() == "cpu_ffi" and _default_device().platform == "cpu"
 
-  'reference' when the environment variable JAX_SM100_FORCE_REFERENCE=1, when
-  the package was built without CUDA kernels, or when the default device is not
-  a GPU whose architecture has kernels in this build ('sm90': compute
-  capability 9.0 with sm_90a code; 'sm100': 10.0 with sm_100a code and at least
-  one sm100 kernel). Each op additionally needs its FFI target registered and
-  a supported dtype/shape, else it uses the reference for that call.
+
+def backend() -> str:
+  """The path the ops take on the default device: 'sm90', 'sm100', 'cpu_ffi' or
+  'reference'.
+
+  'cpu_ffi' when JAX_SM100_BACKEND=cpu_ffi, the default device is a CPU and the
+  extension's CPU handlers are registered. Otherwise 'reference' when
+  JAX_SM100_FORCE_REFERENCE=1 or JAX_SM100_BACKEND=reference, when the package
+  was built without CUDA kernels, or when the default device is not a GPU whose
+  architecture has kernels in this build ('sm90': compute capability 9.0 with
+  sm_90a code; 'sm100': 10.0 with sm_100a code and at least one sm100 kernel).
+  JAX_SM100_FORCE_REFERENCE=1 wins over JAX_SM100_BACKEND. Each op additionally
+  needs its FFI target registered and a supported dtype/shape, else it uses the
+  reference for that call.
 
   The ops read this when they are traced: a function already traced by jax.jit
-  keeps the path it was traced with.
+  keeps the path it was traced with (jax.clear_caches() after changing them).
   """
-  if force_reference():
+  choice = backend_choice()  # validated even where JAX_SM100_FORCE_REFERENCE decides
+  if force_reference() or choice == "reference":
     return "reference"
+  if _cpu_ffi_selected():
+    return "cpu_ffi" if _ffi_registry.registered_cpu_targets() else "reference"
   return _device_backend()
 
 
@@ -87,6 +122,13 @@ def why_reference() -> str:
   """A sentence saying why backend() is 'reference' (for explain())."""
   if force_reference():
     return f"{FORCE_REFERENCE_ENV} is set"
+  if backend_choice() == "reference":
+    return f"{BACKEND_ENV}=reference is set"
+  if _cpu_ffi_selected():
+    if _ffi_registry._ffi is None:
+      return (f"{BACKEND_ENV}=cpu_ffi, but the compiled extension did not load "
+              f"({_ffi_registry.load_error})")
+    return f"{BACKEND_ENV}=cpu_ffi, but no CPU handler of the extension is registered"
   if _ffi_registry._ffi is None:
     return f"the compiled extension did not load ({_ffi_registry.load_error})"
   if not _ffi_registry.has_cuda():
@@ -135,6 +177,8 @@ def context() -> Context:
   name = backend()
   if name == "reference":
     return Context("reference", frozenset(), settings)
+  if name == "cpu_ffi":
+    return Context(name, frozenset(_ffi_registry.registered_cpu_targets() - disabled), settings)
   targets = _ffi_registry.registered_targets() - disabled
   if name == "sm100":
     targets = targets & _ffi_registry.sm100_targets()

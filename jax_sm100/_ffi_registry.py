@@ -1,8 +1,10 @@
 """Loads the compiled extension and registers its FFI handlers with XLA.
 
 The extension is the one list of FFI targets (ffi/src/targets.h, exported as
-`_ffi.target_names()`, `_ffi.registrations()`, `_ffi.sm100_targets()`); this
-module keeps no copy of it. Importing never fails: when the compiled module
+`_ffi.target_names()`, `_ffi.registrations()`, `_ffi.cpu_registrations()`,
+`_ffi.sm100_targets()`); this module keeps no copy of it. The CUDA handlers are
+registered for platform CUDA (builds with CUDA), the CPU handlers, which every
+build has, for platform cpu (used when JAX_SM100_BACKEND=cpu_ffi). Importing never fails: when the compiled module
 cannot be loaded, a warning names the cause and the fix, and every op takes the
 reference path.
 """
@@ -178,11 +180,35 @@ def _register_all() -> frozenset[str]:
   return frozenset(done)
 
 
+def _register_cpu() -> frozenset[str]:
+  """Registers the CPU handlers (every build has them) for platform cpu."""
+  regs = getattr(_ffi, "cpu_registrations", None) if _ffi is not None else None
+  if regs is None:
+    return frozenset()
+  done = set()
+  for name, capsule in dict(regs()).items():
+    try:
+      jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+      done.add(name)
+    except Exception as e:  # keep the package importable; say what failed
+      warnings.warn(f"jax_sm100: could not register the CPU handler of FFI target {name!r}: "
+                    f"{e}", RuntimeWarning, stacklevel=2)
+  return frozenset(done)
+
+
 # Names registered with XLA for platform CUDA. Tests replace this set to
 # exercise the kernel dispatch without a GPU.
 _registered: frozenset[str] = _register_all()
+# Names whose CPU handlers are registered with XLA for platform cpu.
+_registered_cpu: frozenset[str] = _register_cpu()
 
 
 def registered_targets() -> frozenset[str]:
   """FFI target names registered for platform CUDA by this import."""
   return _registered
+
+
+def registered_cpu_targets() -> frozenset[str]:
+  """FFI target names whose CPU handlers are registered for platform cpu (the
+  targets of backend() 'cpu_ffi')."""
+  return _registered_cpu

@@ -10,7 +10,10 @@
   16-byte row alignment, batch counts, and the exact attribute set: a GEMM launch
   without a valid tile configuration fails), so the Python side of the kernel path
   (padding, slicing, batching, transpose flags, tuning attributes) runs and is
-  checked on CPU.
+  checked on CPU. It stays as a contract check of the Python side, independent of
+  the C++ handlers.
+* `cpu_ffi` sets JAX_SM100_BACKEND=cpu_ffi: the same kernel path end to end with the
+  FFI targets' real CPU handlers (the kernels' contract and numerics in C++).
 """
 from __future__ import annotations
 
@@ -244,6 +247,35 @@ def emulated_kernels(fake_sm90, monkeypatch):
 
   monkeypatch.setattr(jax.ffi, "ffi_call", ffi_call)
   jax.clear_caches()
+  yield calls
+  jax.clear_caches()
+
+
+@pytest.fixture
+def cpu_ffi(monkeypatch):
+  """JAX_SM100_BACKEND=cpu_ffi: the ops launch the FFI targets' CPU handlers through the
+  real launch layer (custom calls, padding, batching rules, custom_vjp, partitioning).
+  Yields the launches traced meanwhile, [(target, operand shapes, attributes)]; the
+  calls go to the real jax.ffi.ffi_call."""
+  monkeypatch.setenv(_backend.BACKEND_ENV, "cpu_ffi")
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  monkeypatch.delenv(_ffi_registry.DISABLE_TARGETS_ENV, raising=False)
+  if jax_sm100.backend() != "cpu_ffi":
+    pytest.skip(f"JAX_SM100_BACKEND=cpu_ffi needs a CPU default device and the extension's "
+                f"CPU handlers (backend() is {jax_sm100.backend()!r})")
+  calls = []
+  real = jax.ffi.ffi_call
+
+  def ffi_call(target, result, **kw):
+    fn = real(target, result, **kw)
+
+    def traced(*ops, **attrs):
+      calls.append((target, tuple(o.shape for o in ops), dict(attrs)))
+      return fn(*ops, **attrs)
+    return traced
+
+  monkeypatch.setattr(jax.ffi, "ffi_call", ffi_call)
+  jax.clear_caches()  # traces made under another backend must not be reused
   yield calls
   jax.clear_caches()
 

@@ -16,8 +16,8 @@
 //
 // Kernel choice (made in Python, so that it shows in the HLO and the jit cache key):
 // attributes block_m, block_n, cluster (i32), pair_along_n (bool) name one compiled
-// kernel, one of kForms below; group_m (i32) in [1, 64] is the number of cluster rows per
-// L2 group of the persistent tile order. The residual target takes the 128-row forms
+// kernel, one of kFp8Forms (common/ffi_checks.h); group_m (i32) in [1, 64] is the number
+// of cluster rows per L2 group of the persistent tile order. The residual target takes the 128-row forms
 // only (no shared memory for C staging otherwise); with beta == 0 it runs the plain
 // kernel (C unread) and takes every form. Anything else is an InvalidArgument error,
 // whatever the device.
@@ -48,52 +48,11 @@ using jax_sm100::host::dims_str;
 using jax_sm100::host::Fp8GemmProblem;
 using jax_sm100::host::Fp8Tiling;
 
-/// One compiled kernel form: (block_m, block_n, cluster, pair_along_n).
-struct Fp8Form {
-  int block_m, block_n, cluster;
-  bool pair_along_n;
-};
-/// The forms compiled: 128-row tiles (overlapped promotion) on 1 CTA or a pair along M
-/// sharing B, 192-row tiles (three math warpgroups) on 1 CTA, 256-row tiles (two waves)
-/// on 1 CTA or a pair along N sharing A. The first kResidualForms also exist with the
-/// residual epilogue.
-constexpr Fp8Form kForms[] = {{128, 64, 1, false},  {128, 64, 2, false}, {128, 128, 1, false},
-                              {128, 128, 2, false}, {192, 128, 1, false}, {256, 128, 1, false},
-                              {256, 128, 2, true}};
-constexpr int kNumForms = sizeof(kForms) / sizeof(kForms[0]);
-constexpr int kResidualForms = 4;
-constexpr int kMaxGroupM = 64;
-
-std::string form_str(int block_m, int block_n, int cluster, bool pair_along_n) {
-  return "(" + std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
-         std::to_string(cluster) + ", " + (pair_along_n ? "true" : "false") + ")";
-}
-
 /// "" when `t` names a compiled kernel (of the residual ones when `residual`), else the
 /// sentence saying why not, naming the valid set.
 std::string check_tiling(const Fp8Tiling& t, bool residual) {
-  const int n = residual ? kResidualForms : kNumForms;
-  bool found = false;
-  for (int i = 0; i < n; ++i) {
-    const Fp8Form& f = kForms[i];
-    found = found || (f.block_m == t.block_m && f.block_n == t.block_n &&
-                      f.cluster == t.cluster && f.pair_along_n == t.pair_along_n);
-  }
-  if (!found) {
-    std::string set;
-    for (int i = 0; i < n; ++i) {
-      const Fp8Form& f = kForms[i];
-      set += (i ? ", " : "") + form_str(f.block_m, f.block_n, f.cluster, f.pair_along_n);
-    }
-    return "no kernel for (block_m, block_n, cluster, pair_along_n) = " +
-           form_str(t.block_m, t.block_n, t.cluster, t.pair_along_n) + "; the valid " +
-           (residual ? "combinations with a residual term (beta != 0) are " : "combinations are ") +
-           set;
-  }
-  if (t.group_m < 1 || t.group_m > kMaxGroupM)
-    return "group_m must be in [1, " + std::to_string(kMaxGroupM) + "] (got " +
-           std::to_string(t.group_m) + ")";
-  return "";
+  return jax_sm100::host::check_fp8_tiling(t.block_m, t.block_n, t.cluster, t.pair_along_n,
+                                           t.group_m, residual);
 }
 
 /// Shape/dtype validation shared by both targets; fills `o` (all but c, beta, tiling).

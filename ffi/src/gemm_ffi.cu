@@ -12,7 +12,7 @@
 //   must span a multiple of 16 bytes (TMA row strides); the Python layer pads.
 //
 // Kernel choice (made in Python, so that it shows in the HLO and the jit cache key):
-// (block_m, block_n, cluster_m) names one compiled kernel, one of kTilings below;
+// (block_m, block_n, cluster_m) names one compiled kernel, one of kGemmTilings in common/ffi_checks.h;
 // group_m in [1, 64] is the number of cluster rows per L2 group of the persistent tile
 // order. Anything else is an InvalidArgument error, whatever the device.
 //
@@ -50,30 +50,9 @@ using jax_sm100::host::GemmDtype;
 using jax_sm100::host::GemmProblem;
 using jax_sm100::host::GemmTiling;
 
-/// The (block_m, block_n, cluster_m) combinations compiled: 128-row tiles with or
-/// without 2-CTA clusters (B multicast), 64-row tiles without.
-constexpr int kTilings[][3] = {{128, 256, 1}, {128, 256, 2}, {128, 128, 1},
-                               {128, 128, 2}, {64, 128, 1},  {64, 64, 1}};
-constexpr int kMaxGroupM = 64;
-
 /// "" when `t` is a valid kernel choice, else the sentence saying why not.
 std::string check_tiling(const GemmTiling& t) {
-  bool found = false;
-  for (const auto& v : kTilings)
-    found = found || (v[0] == t.block_m && v[1] == t.block_n && v[2] == t.cluster_m);
-  if (!found) {
-    std::string set;
-    for (const auto& v : kTilings)
-      set += (set.empty() ? "" : ", ") + std::string("(") + std::to_string(v[0]) + ", " +
-             std::to_string(v[1]) + ", " + std::to_string(v[2]) + ")";
-    return "no kernel for (block_m, block_n, cluster_m) = (" + std::to_string(t.block_m) + ", " +
-           std::to_string(t.block_n) + ", " + std::to_string(t.cluster_m) +
-           "); the valid combinations are " + set;
-  }
-  if (t.group_m < 1 || t.group_m > kMaxGroupM)
-    return "group_m must be in [1, " + std::to_string(kMaxGroupM) + "] (got " +
-           std::to_string(t.group_m) + ")";
-  return "";
+  return jax_sm100::host::check_gemm_tiling(t.block_m, t.block_n, t.cluster_m, t.group_m);
 }
 
 bool to_gemm_dtype(ffi::DataType t, GemmDtype* out) {

@@ -1,20 +1,15 @@
-// Small helpers every FFI handler shares: shapes in messages, CUDA errors as FFI errors.
+// Small helpers every CUDA FFI handler shares: CUDA errors as FFI errors (shapes in
+// messages and the configuration checks: common/ffi_checks.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "common/ffi_checks.h"  // dims_str
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {
-
-/// "(d0, d1, ...)" for error messages.
-inline std::string dims_str(xla::ffi::Span<const int64_t> d) {
-  std::string s = "(";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + ")";
-}
 
 /// The sticky-free CUDA error of the last launch as an FFI error (Success when none).
 inline xla::ffi::Error last_cuda_error(const std::string& who) {
