@@ -29,6 +29,7 @@ from jax.custom_batching import custom_vmap
 
 from jax_sm100 import _explain, _reference, tuning
 from jax_sm100._backend import Context
+from jax_sm100._launch import partition
 from jax_sm100._util import pad_to, round_up
 
 TARGET = "jax_sm100_fp8_gemm"
@@ -85,10 +86,13 @@ def _kernel(residual: bool, beta: float, settings):
   runs instead (one XLA batched dot, not a loop).
   """
 
-  @custom_vmap
-  def call(*ops):
+  def local(*ops):
     a, a_scale_t, b, b_scale = ops[:4]
     return _launch(a, a_scale_t, b, b_scale, ops[4] if residual else None, beta, settings)
+
+  @custom_vmap
+  def call(*ops):
+    return partition.sharded_call(local, partition.fp8_gemm_spec(residual), *ops)
 
   @call.def_vmap
   def rule(axis_size, in_batched, *ops):

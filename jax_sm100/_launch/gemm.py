@@ -31,6 +31,7 @@ from jax.custom_batching import custom_vmap
 
 from jax_sm100 import _explain, _reference, tuning
 from jax_sm100._backend import Context
+from jax_sm100._launch import partition
 from jax_sm100._util import pad_to, round_up
 
 TARGET = "jax_sm100_gemm"
@@ -108,6 +109,16 @@ def _aligned_launch(a, b, c, trans_a, trans_b, out_dtype, launch):
   return d
 
 
+def _spec(a, b, c, trans_a, trans_b):
+  """The partitioning factors of one launch (partition.py): batch, m, n, k."""
+  m, n, _ = _dims(a, b, trans_a, trans_b)
+  shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
+  out = tuple(np.broadcast_shapes(*shapes)) + (m, n)
+  return partition.gemm_spec(a.shape, b.shape, out, trans_a, trans_b,
+                             None if c is None else c.shape,
+                             "matmul" if c is None else "matmul_residual")
+
+
 @functools.lru_cache(maxsize=None)
 def _gemm_kernel(trans_a: bool, trans_b: bool, out_dtype: np.dtype, settings):
   """The jax_sm100_gemm launch for one static configuration, vmap-able."""
@@ -115,9 +126,12 @@ def _gemm_kernel(trans_a: bool, trans_b: bool, out_dtype: np.dtype, settings):
   def launch(ops, out):
     return _launch(TARGET, ops, out, trans_a, trans_b, settings)
 
+  def local(a, b):
+    return _aligned_launch(a, b, None, trans_a, trans_b, out_dtype, launch)
+
   @custom_vmap
   def call(a, b):
-    return _aligned_launch(a, b, None, trans_a, trans_b, out_dtype, launch)
+    return partition.sharded_call(local, _spec(a, b, None, trans_a, trans_b), a, b)
 
   @call.def_vmap
   def rule(axis_size, in_batched, a, b):
@@ -138,9 +152,12 @@ def _gemm_residual_kernel(trans_a: bool, trans_b: bool, alpha: float, beta: floa
     return _launch(RESIDUAL_TARGET, ops, out, trans_a, trans_b, settings,
                    alpha=np.float32(alpha), beta=np.float32(beta))
 
+  def local(a, b, c):
+    return _aligned_launch(a, b, c, trans_a, trans_b, out_dtype, launch)
+
   @custom_vmap
   def call(a, b, c):
-    return _aligned_launch(a, b, c, trans_a, trans_b, out_dtype, launch)
+    return partition.sharded_call(local, _spec(a, b, c, trans_a, trans_b), a, b, c)
 
   @call.def_vmap
   def rule(axis_size, in_batched, a, b, c):

@@ -21,6 +21,7 @@ from jax.custom_batching import custom_vmap
 
 from jax_sm100 import _explain, _reference
 from jax_sm100._backend import Context
+from jax_sm100._launch import partition
 from jax_sm100._launch.fp8 import transpose_a_scale
 from jax_sm100._util import cdiv, round_up
 
@@ -62,7 +63,8 @@ def _quantize_kernel(block_rows: int, scale_transposed: bool = False):
 
   @custom_vmap
   def call(x):
-    return quantize_launch(x, block_rows, scale_transposed)
+    return partition.sharded_call(lambda x: quantize_launch(x, block_rows, scale_transposed),
+                                  partition.quantize_spec(block_rows, scale_transposed), x)
 
   @call.def_vmap
   def rule(axis_size, in_batched, x):
@@ -146,9 +148,18 @@ def _quantize_dual_kernel(t_block_rows: int, scale_transposed: bool, scale_t_tra
   fp8_dot) runs the two single quantizations under vmap instead, which have
   their own batching rules (the 1x128 launch folds the batch into rows)."""
 
+  def local(x):
+    (q, s), (qt, st) = quantize_dual_launch(x, t_block_rows, scale_transposed,
+                                            scale_t_transposed, block_rows)
+    return q, s, qt, st
+
+  spec = partition.quantize_dual_spec(block_rows, t_block_rows, scale_transposed,
+                                      scale_t_transposed)
+
   @custom_vmap
   def call(x):
-    return quantize_dual_launch(x, t_block_rows, scale_transposed, scale_t_transposed, block_rows)
+    q, s, qt, st = partition.sharded_call(local, spec, x)
+    return (q, s), (qt, st)
 
   @call.def_vmap
   def rule(axis_size, in_batched, x):
