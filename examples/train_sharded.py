@@ -99,7 +99,10 @@ def weight_gathers(compiled_text: str, shapes) -> int:
 
 def run(variant: str, args) -> dict:
   n = len(jax.devices())
-  mesh = jax.make_mesh((n // args.tp, args.tp), ("data", "model"),
+  tp = args.tp if n % args.tp == 0 else 1  # e.g. one GPU: a 1 x 1 mesh
+  if tp != args.tp:
+    print(f"--tp {args.tp} does not divide {n} device(s): tensor-parallel axis of 1")
+  mesh = jax.make_mesh((n // tp, tp), ("data", "model"),
                        axis_types=(AxisType.Auto,) * 2)
   dense = Dense if variant == "bf16" else Fp8Dense
   model = Model(dense, args.width, args.hidden, args.depth)
