@@ -34,11 +34,15 @@ needs8 = pytest.mark.skipif(not MULTI, reason="runs in the 8-device subprocess")
 
 @pytest.mark.skipif(MULTI or os.environ.get(CHILD_ENV) == "1",
                     reason="this process already has 8 devices")
-def test_sharded_suite():
+def test_sharded_suite(tmp_path):
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu", **{CHILD_ENV: "1"})
+  # From a directory outside the checkout: `python -m pytest` puts the working directory
+  # on sys.path, where the checkout's jax_sm100/ (no compiled module) would shadow the
+  # installed package.
   r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                      __file__], env=env, capture_output=True, text=True, timeout=1800)
+                      os.path.abspath(__file__)], env=env, capture_output=True, text=True,
+                     timeout=1800, cwd=tmp_path)
   assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
 
 

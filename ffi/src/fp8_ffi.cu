@@ -44,63 +44,8 @@ namespace ffi = xla::ffi;
 namespace {
 
 using jax_sm100::host::DeviceInfo;
-using jax_sm100::host::dims_str;
 using jax_sm100::host::Fp8GemmProblem;
 using jax_sm100::host::Fp8Tiling;
-
-/// "" when `t` names a compiled kernel (of the residual ones when `residual`), else the
-/// sentence saying why not, naming the valid set.
-std::string check_tiling(const Fp8Tiling& t, bool residual) {
-  return jax_sm100::host::check_fp8_tiling(t.block_m, t.block_n, t.cluster, t.pair_along_n,
-                                           t.group_m, residual);
-}
-
-/// Shape/dtype validation shared by both targets; fills `o` (all but c, beta, tiling).
-ffi::Error validate(const std::string& who, ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t,
-                    ffi::AnyBuffer b, ffi::AnyBuffer b_scale, ffi::Span<const int64_t> dd,
-                    Fp8GemmProblem& o) {
-  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
-    return ffi::Error::InvalidArgument(who + "a and b must be float8_e4m3fn");
-  if (a_scale_t.element_type() != ffi::F32 || b_scale.element_type() != ffi::F32)
-    return ffi::Error::InvalidArgument(who + "a_scale and b_scale must be float32");
-  auto ad = a.dimensions(), bd = b.dimensions();
-  if (ad.size() != 2 || bd.size() != 2 || ad[1] != bd[1])
-    return ffi::Error::InvalidArgument(who + "a must be (M, K) and b (N, K) with the same K; got a " +
-                                       dims_str(ad) + ", b " + dims_str(bd));
-  o.m = ad[0];
-  o.k = ad[1];
-  o.n = bd[0];
-  o.mp = (o.m + 3) / 4 * 4;
-  const int64_t kb = (o.k + 127) / 128, nb = (o.n + 127) / 128;
-  auto sad = a_scale_t.dimensions(), sbd = b_scale.dimensions();
-  if (sad.size() != 2 || sad[0] != kb || sad[1] != o.mp)
-    return ffi::Error::InvalidArgument(
-        who + "a_scale must be given transposed and padded, shape "
-              "(ceil(K/128), round_up(M, 4)) = (" + std::to_string(kb) + ", " +
-        std::to_string(o.mp) + "); got " + dims_str(sad));
-  if (sbd.size() != 2 || sbd[0] != nb || sbd[1] != kb)
-    return ffi::Error::InvalidArgument(who + "b_scale must have shape (ceil(N/128), ceil(K/128)) = (" +
-                                       std::to_string(nb) + ", " + std::to_string(kb) + "); got " +
-                                       dims_str(sbd));
-  if (dd.size() != 2 || dd[0] != o.m || dd[1] != o.n)
-    return ffi::Error::InvalidArgument(who + "d must have shape (M, N)");
-  if (o.k % 16 != 0 || o.n % 8 != 0)
-    return ffi::Error::InvalidArgument(
-        who + "K must be a multiple of 16 and N a multiple of 8 (TMA row alignment); pad "
-              "the operands (zeros in K change nothing)");
-  if (o.k > jax_sm100::host::kSm90Fp8MaxK)
-    return ffi::Error::InvalidArgument(who + "K must be <= " +
-                                       std::to_string(jax_sm100::host::kSm90Fp8MaxK));
-  if (o.m > INT32_MAX / 2 || o.n > INT32_MAX / 2)
-    return ffi::Error::InvalidArgument(who + "M and N must fit in int32");
-  o.a = a.untyped_data();
-  o.a_scale_t = static_cast<const float*>(a_scale_t.untyped_data());
-  o.b = b.untyped_data();
-  o.b_scale = static_cast<const float*>(b_scale.untyped_data());
-  o.c = nullptr;
-  o.beta = 0.0f;
-  return ffi::Error::Success();
-}
 
 /// The sm_90a path: K == 0 gives D = 0, else the kernel o.tiling names.
 ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const DeviceInfo& dev,
@@ -115,32 +60,17 @@ ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const Devi
   return ffi::Error::Success();
 }
 
-/// Validation and dispatch shared by both handlers; c is null for the plain target.
+/// Validation (common/fp8_problem.h) and dispatch shared by both handlers; c is null for
+/// the plain target.
 ffi::Error fp8_gemm_common(const char* name, cudaStream_t stream, ffi::AnyBuffer a,
                            ffi::AnyBuffer a_scale, ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
                            const ffi::Buffer<ffi::BF16>* c, float beta,
                            ffi::Result<ffi::Buffer<ffi::BF16>>& d, const Fp8Tiling& tiling) {
-  const std::string who = std::string(name) + ": ";
-  // beta == 0: C is not read at all (a NaN in C must not leak into D): the plain kernel.
-  const bool residual = c != nullptr && beta != 0.0f;
-  const std::string tiling_err = check_tiling(tiling, residual);
-  if (!tiling_err.empty()) return ffi::Error::InvalidArgument(who + tiling_err);
   Fp8GemmProblem o{};
-  ffi::Error err = validate(who, a, a_scale, b, b_scale, d->dimensions(), o);
-  if (err.failure()) return err;
-  if (c != nullptr) {
-    auto cd = c->dimensions();
-    if (cd.size() != 2 || cd[0] != o.m || cd[1] != o.n)
-      return ffi::Error::InvalidArgument(who + "c must have shape (M, N)");
-    if (o.k == 0 && o.m != 0 && o.n != 0)
-      return ffi::Error::InvalidArgument(who + "K must be positive");
-    if (residual) o.c = c->untyped_data();
-    o.beta = beta;
-  }
-  o.d = d->untyped_data();
-  o.tiling = tiling;
-  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
-
+  ffi::Error verr = jax_sm100::host::validate_fp8_gemm(name, a, a_scale, b, b_scale, c, beta, *d,
+                                                       tiling, &o);
+  if (verr.failure() || o.empty()) return verr;
+  const std::string who = std::string(name) + ": ";
   DeviceInfo dev;
   const std::string dev_err = jax_sm100::host::current_device(&dev);
   if (!dev_err.empty()) return ffi::Error::Internal(who + dev_err);

@@ -50,27 +50,6 @@ using jax_sm100::host::GemmDtype;
 using jax_sm100::host::GemmProblem;
 using jax_sm100::host::GemmTiling;
 
-/// "" when `t` is a valid kernel choice, else the sentence saying why not.
-std::string check_tiling(const GemmTiling& t) {
-  return jax_sm100::host::check_gemm_tiling(t.block_m, t.block_n, t.cluster_m, t.group_m);
-}
-
-bool to_gemm_dtype(ffi::DataType t, GemmDtype* out) {
-  switch (t) {
-    case ffi::BF16: *out = GemmDtype::kBF16; return true;
-    case ffi::F16: *out = GemmDtype::kF16; return true;
-    case ffi::F32: *out = GemmDtype::kF32; return true;
-    default: return false;
-  }
-}
-
-/// Product of all but the last two dimensions.
-int64_t batch_of(ffi::Span<const int64_t> dims) {
-  int64_t b = 1;
-  for (size_t i = 0; i + 2 < dims.size(); ++i) b *= dims[i];
-  return b;
-}
-
 /// D = beta * C (K == 0 with a residual term): no matmul to run.
 template <class Out>
 __global__ void scale_c_kernel(const Out* c, Out* d, int64_t per_batch, int64_t total,
@@ -135,86 +114,17 @@ ffi::Error run_sm90(const std::string& name, const GemmProblem& pr, const Device
   return ffi::Error::Success();
 }
 
-/// Shared validation + dispatch of both handlers. `c` is null for the plain GEMM.
+/// Shared validation (common/gemm_problem.h) + dispatch of both handlers. `c` is null for
+/// the plain GEMM.
 ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuffer& a,
                        const ffi::AnyBuffer& b, const ffi::AnyBuffer* c, ffi::AnyBuffer* d,
                        bool trans_a, bool trans_b, float alpha, float beta,
                        const GemmTiling& tiling) {
-  const std::string who = std::string(name) + ": ";
-  const std::string tiling_err = check_tiling(tiling);
-  if (!tiling_err.empty()) return ffi::Error::InvalidArgument(who + tiling_err);
-  auto ad = a.dimensions();
-  auto bd = b.dimensions();
-  auto dd = d->dimensions();
-  if (ad.size() < 2 || bd.size() < 2 || dd.size() < 2)
-    return ffi::Error::InvalidArgument(who + "a, b and the output must have rank >= 2 (got " +
-                                       std::to_string(ad.size()) + ", " + std::to_string(bd.size()) +
-                                       ", " + std::to_string(dd.size()) + ")");
   GemmProblem pr{};
-  GemmDtype ta, tb;
-  if (!to_gemm_dtype(a.element_type(), &ta) || !to_gemm_dtype(b.element_type(), &tb) ||
-      ta == GemmDtype::kF32 || ta != tb)
-    return ffi::Error::InvalidArgument(who + "a and b must both be bfloat16 or both float16");
-  if (!to_gemm_dtype(d->element_type(), &pr.out_type))
-    return ffi::Error::InvalidArgument(who + "the output must be bfloat16, float16 or float32");
-  pr.in_type = ta;
-
-  const size_t ra = ad.size(), rb = bd.size(), rd = dd.size();
-  pr.m = trans_a ? ad[ra - 1] : ad[ra - 2];
-  pr.k = trans_a ? ad[ra - 2] : ad[ra - 1];
-  const int64_t kb = trans_b ? bd[rb - 1] : bd[rb - 2];
-  pr.n = trans_b ? bd[rb - 2] : bd[rb - 1];
-  if (kb != pr.k)
-    return ffi::Error::InvalidArgument(who + "contraction sizes differ: a has K=" +
-                                       std::to_string(pr.k) + ", b has K=" + std::to_string(kb));
-  if (dd[rd - 2] != pr.m || dd[rd - 1] != pr.n)
-    return ffi::Error::InvalidArgument(who + "the output must end in (M, N) = (" +
-                                       std::to_string(pr.m) + ", " + std::to_string(pr.n) + ")");
-  pr.batch = batch_of(dd);
-  const int64_t ba = batch_of(ad), bbat = batch_of(bd);
-  if ((ba != 1 && ba != pr.batch) || (bbat != 1 && bbat != pr.batch))
-    return ffi::Error::InvalidArgument(
-        who + "a's and b's batch counts (" + std::to_string(ba) + ", " + std::to_string(bbat) +
-        ") must each be 1 or the output's batch count " + std::to_string(pr.batch));
-  pr.a_batched = ba != 1 || pr.batch == 1;
-  pr.b_batched = bbat != 1 || pr.batch == 1;
-  pr.trans_a = trans_a;
-  pr.trans_b = trans_b;
-  pr.alpha = alpha;
-  pr.beta = beta;
-
-  const uint32_t in_bytes = 2, out_bytes = jax_sm100::host::dtype_bytes(pr.out_type);
-  if ((ad[ra - 1] * in_bytes) % 16 != 0 || (bd[rb - 1] * in_bytes) % 16 != 0 ||
-      (pr.n * out_bytes) % 16 != 0)
-    return ffi::Error::InvalidArgument(
-        who + "every operand's last dimension must span a multiple of 16 bytes (8 elements of "
-              "16-bit, 4 of float32); pad before calling (a: " + std::to_string(ad[ra - 1]) +
-        ", b: " + std::to_string(bd[rb - 1]) + ", out: " + std::to_string(pr.n) + ")");
-
-  const bool use_c = c != nullptr && beta != 0.0f;  // beta == 0: C is never read
-  if (c != nullptr) {
-    auto cd = c->dimensions();
-    GemmDtype tc;
-    if (!to_gemm_dtype(c->element_type(), &tc) || tc != pr.out_type)
-      return ffi::Error::InvalidArgument(who + "c must have the output's dtype");
-    if (cd.size() < 2 || cd[cd.size() - 2] != pr.m || cd[cd.size() - 1] != pr.n)
-      return ffi::Error::InvalidArgument(who + "c must end in (M, N) = (" + std::to_string(pr.m) +
-                                         ", " + std::to_string(pr.n) + ")");
-    const int64_t bc = batch_of(cd);
-    if (bc != 1 && bc != pr.batch)
-      return ffi::Error::InvalidArgument(who + "c's batch count " + std::to_string(bc) +
-                                         " must be 1 or the output's " + std::to_string(pr.batch));
-    pr.c_batched = bc != 1 || pr.batch == 1;
-    if (use_c) pr.c = c->untyped_data();
-  }
-  pr.a = a.untyped_data();
-  pr.b = b.untyped_data();
-  pr.d = d->untyped_data();
-  pr.tiling = tiling;
-  if (pr.m == 0 || pr.n == 0 || pr.batch == 0) return ffi::Error::Success();
-  if (pr.m > INT32_MAX || pr.n > INT32_MAX || pr.k > INT32_MAX || pr.batch > INT32_MAX)
-    return ffi::Error::InvalidArgument(who + "dimensions must fit in 32-bit integers");
-
+  ffi::Error verr = jax_sm100::host::validate_gemm(name, a, b, c, d, trans_a, trans_b, alpha,
+                                                   beta, tiling, &pr);
+  if (verr.failure() || pr.empty()) return verr;
+  const std::string who = std::string(name) + ": ";
   DeviceInfo dev;
   const std::string err = jax_sm100::host::current_device(&dev);
   if (!err.empty()) return ffi::Error::Internal(who + err);

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "common/device.h"
+#include "common/quantize_problem.h"
 #include "targets.h"
 #include "jax_sm100/kernels/common/quantize_fp8.cuh"
 #include "xla/ffi/api/ffi.h"
@@ -78,13 +79,14 @@ cudaError_t launch(cudaStream_t stream, int num_sms, const void* x, void* q, flo
 /// result into the handler's error, naming `op`.
 template <typename LaunchFor>
 ffi::Error launch_for_input_type(const char* op, ffi::DataType type, LaunchFor launch_for) {
+  jax_sm100::host::ElemType t;
+  ffi::Error type_err = jax_sm100::host::check_quantize_input(op, type, &t);
+  if (type_err.failure()) return type_err;
   cudaError_t err;
-  switch (type) {
-    case ffi::BF16: err = launch_for(__nv_bfloat16{}); break;
-    case ffi::F16: err = launch_for(__half{}); break;
-    case ffi::F32: err = launch_for(float{}); break;
-    default:
-      return ffi::Error::InvalidArgument(std::string(op) + ": x must be bfloat16, float16 or float32");
+  switch (t) {
+    case jax_sm100::host::ElemType::kBF16: err = launch_for(__nv_bfloat16{}); break;
+    case jax_sm100::host::ElemType::kF16: err = launch_for(__half{}); break;
+    default: err = launch_for(float{}); break;
   }
   if (err != cudaSuccess)
     return ffi::Error::Internal(std::string(op) + ": CUDA launch failed: " + cudaGetErrorString(err));
@@ -124,116 +126,44 @@ cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scal
              : launch_dual<T, 1, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, 0);
 }
 
-bool has_shape(ffi::AnyBuffer::Dimensions d, int64_t d0, int64_t d1) {
-  return d.size() == 2 && d[0] == d0 && d[1] == d1;
-}
-
-std::string shape_str(int64_t d0, int64_t d1) {
-  return "(" + std::to_string(d0) + ", " + std::to_string(d1) + ")";
-}
-
 ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
                               int32_t t_block_rows,
                               int32_t scale_transposed, int32_t scale_t_transposed,
                               ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> scale,
                               ffi::Result<ffi::AnyBuffer> qt,
                               ffi::Result<ffi::Buffer<ffi::F32>> scale_t) {
-  auto xd = x.dimensions();
-  if (xd.size() != 2)
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: x must be a matrix (rank 2), got rank " +
-                                       std::to_string(xd.size()));
-  const int64_t rows = xd[0], cols = xd[1];
-  if (block_rows != 1 && block_rows != 128)
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: block_rows must be 1 or 128, got " +
-                                       std::to_string(block_rows));
-  if (block_rows == 128 && (t_block_rows != 128 || scale_transposed))
-    return ffi::Error::InvalidArgument(
-        "quantize_fp8_dual: block_rows 128 needs t_block_rows 128 and scale_transposed 0");
-  if (t_block_rows != 1 && t_block_rows != 128)
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: t_block_rows must be 1 or 128, got " +
-                                       std::to_string(t_block_rows));
-  if ((scale_transposed != 0 && scale_transposed != 1) ||
-      (scale_t_transposed != 0 && scale_t_transposed != 1))
-    return ffi::Error::InvalidArgument(
-        "quantize_fp8_dual: scale_transposed and scale_t_transposed must be 0 or 1");
-  if (scale_t_transposed && t_block_rows != 1)
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale_t_transposed needs t_block_rows 1");
-  if (q->element_type() != ffi::F8E4M3FN || qt->element_type() != ffi::F8E4M3FN)
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: q and qt must be float8_e4m3fn");
-  const int64_t cb = (cols + kBlock - 1) / kBlock;
-  const int64_t rb = (rows + kBlock - 1) / kBlock;
-  const int64_t scale_ld = scale_transposed ? (rows + 3) / 4 * 4 : 0;
-  const int64_t scale_t_ld = scale_t_transposed ? (cols + 3) / 4 * 4 : 0;
-  if (!has_shape(q->dimensions(), rows, cols))
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: q must have x's shape");
-  const int64_t s0 = scale_transposed ? cb : (block_rows == 1 ? rows : rb);
-  const int64_t s1 = scale_transposed ? scale_ld : cb;
-  if (!has_shape(scale->dimensions(), s0, s1))
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale must have shape " +
-                                       shape_str(s0, s1));
-  if (!has_shape(qt->dimensions(), cols, rows))
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: qt must have x^T's shape " +
-                                       shape_str(cols, rows));
-  const int64_t st0 = scale_t_transposed ? rb : (t_block_rows == 1 ? cols : cb);
-  const int64_t st1 = scale_t_transposed ? scale_t_ld : rb;
-  if (!has_shape(scale_t->dimensions(), st0, st1))
-    return ffi::Error::InvalidArgument("quantize_fp8_dual: scale_t must have shape " +
-                                       shape_str(st0, st1));
-  if (rows == 0 || cols == 0) return ffi::Error::Success();
+  jax_sm100::host::QuantizeProblem p{};
+  ffi::Error verr = jax_sm100::host::validate_quantize_dual(
+      x, block_rows, t_block_rows, scale_transposed, scale_t_transposed, *q, *scale, *qt,
+      *scale_t, &p);
+  if (verr.failure() || p.empty()) return verr;
 
   void* qp = q->untyped_data();
   void* qtp = qt->untyped_data();
   float* sp = scale->typed_data();
   float* stp = scale_t->typed_data();
   return launch_for_input_type("quantize_fp8_dual", x.element_type(), [&](auto type) {
-    return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, rows, cols,
-                                       block_rows, t_block_rows, scale_ld, scale_t_ld);
+    return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, p.rows,
+                                       p.cols, p.block_rows, p.t_block_rows, p.scale_ld,
+                                       p.scale_t_ld);
   });
 }
 
 ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
                          int32_t scale_transposed, ffi::Result<ffi::AnyBuffer> q,
                          ffi::Result<ffi::Buffer<ffi::F32>> scale) {
-  auto xd = x.dimensions();
-  if (xd.size() != 2)
-    return ffi::Error::InvalidArgument("quantize_fp8: x must be a matrix (rank 2), got rank " +
-                                       std::to_string(xd.size()));
-  const int64_t rows = xd[0], cols = xd[1];
-  if (block_rows != 1 && block_rows != 128)
-    return ffi::Error::InvalidArgument("quantize_fp8: block_rows must be 1 (1x128 blocks) or 128 "
-                                       "(128x128 blocks), got " + std::to_string(block_rows));
-  if (scale_transposed && block_rows != 1)
-    return ffi::Error::InvalidArgument("quantize_fp8: scale_transposed needs 1x128 blocks");
-  if (q->element_type() != ffi::F8E4M3FN)
-    return ffi::Error::InvalidArgument("quantize_fp8: q must be float8_e4m3fn");
-  auto qd = q->dimensions();
-  if (qd.size() != 2 || qd[0] != rows || qd[1] != cols)
-    return ffi::Error::InvalidArgument("quantize_fp8: q must have x's shape");
-  const int64_t cb = (cols + kBlock - 1) / kBlock;
-  const int64_t rb = (rows + kBlock - 1) / kBlock;
-  const int64_t rows_pad = (rows + 3) / 4 * 4;
-  int64_t want0, want1;
-  if (block_rows == 1) {
-    want0 = scale_transposed ? cb : rows;
-    want1 = scale_transposed ? rows_pad : cb;
-  } else {
-    want0 = rb;
-    want1 = cb;
-  }
-  auto sd = scale->dimensions();
-  if (sd.size() != 2 || sd[0] != want0 || sd[1] != want1)
-    return ffi::Error::InvalidArgument(
-        "quantize_fp8: scale must have shape (" + std::to_string(want0) + ", " +
-        std::to_string(want1) + ") for this x and block shape");
-  if (rows == 0 || cols == 0) return ffi::Error::Success();
+  jax_sm100::host::QuantizeProblem p{};
+  ffi::Error verr =
+      jax_sm100::host::validate_quantize(x, block_rows, scale_transposed, *q, *scale, &p);
+  if (verr.failure() || p.empty()) return verr;
 
   jax_sm100::host::DeviceInfo dev;
   const std::string dev_err = jax_sm100::host::current_device(&dev);
   if (!dev_err.empty()) return ffi::Error::Internal("quantize_fp8: " + dev_err);
   return launch_for_input_type("quantize_fp8", x.element_type(), [&](auto type) {
     return launch<decltype(type)>(stream, dev.num_sms, x.untyped_data(), q->untyped_data(),
-                                  scale->typed_data(), rows, cols, block_rows,
-                                  scale_transposed != 0, rows_pad);
+                                  scale->typed_data(), p.rows, p.cols, p.block_rows,
+                                  p.scale_ld != 0, p.rows_pad);
   });
 }
 

@@ -13,6 +13,23 @@ namespace jax_sm100::host {
 
 constexpr int kMaxGroupM = 64;
 
+/// The 16- and 32-bit float element types the handlers take (GEMM operands and output,
+/// the quantizers' input).
+enum class ElemType { kBF16, kF16, kF32 };
+
+/// Bytes per element.
+inline uint32_t elem_bytes(ElemType t) { return t == ElemType::kF32 ? 4 : 2; }
+
+/// `t` as an ElemType; false when it is none of bf16, f16, f32.
+inline bool to_elem_type(xla::ffi::DataType t, ElemType* out) {
+  switch (t) {
+    case xla::ffi::DataType::BF16: *out = ElemType::kBF16; return true;
+    case xla::ffi::DataType::F16: *out = ElemType::kF16; return true;
+    case xla::ffi::DataType::F32: *out = ElemType::kF32; return true;
+    default: return false;
+  }
+}
+
 /// The bf16/fp16 kernels' (block_m, block_n, cluster_m).
 constexpr int kGemmTilings[][3] = {{128, 256, 1}, {128, 256, 2}, {128, 128, 1},
                                    {128, 128, 2}, {64, 128, 1},  {64, 64, 1}};

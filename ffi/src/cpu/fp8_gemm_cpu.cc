@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/ffi_checks.h"
+#include "common/fp8_problem.h"
 #include "cpu/numerics.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -28,28 +28,21 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-using jax_sm100::host::dims_str;
+using jax_sm100::host::Fp8GemmProblem;
 constexpr int64_t kBlock = 128;
 
-struct Fp8Problem {
-  int64_t m, n, k, mp;
-  const uint8_t* a;
-  const float* a_scale_t;
-  const uint8_t* b;
-  const float* b_scale;
-  const uint16_t* c;  // null: no residual term (or beta == 0)
-  float beta;
-  uint16_t* d;
-};
-
-void run(const Fp8Problem& p) {
+void run(const Fp8GemmProblem& p) {
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const auto* b = static_cast<const uint8_t*>(p.b);
+  const auto* c = static_cast<const uint16_t*>(p.c);  // null: no residual term (or beta == 0)
+  auto* d = static_cast<uint16_t*>(p.d);
   float lut[256];
   for (int i = 0; i < 256; ++i) lut[i] = jax_sm100::cpu::e4m3fn_to_f32(uint8_t(i));
   const int64_t m = p.m, n = p.n, k = p.k, kbs = (k + kBlock - 1) / kBlock;
   // b decoded as (K, N), so that the inner loop runs over contiguous n.
   std::vector<float> bt(static_cast<size_t>(k * n));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t kk = 0; kk < k; ++kk) bt[kk * n + j] = lut[p.b[j * k + kk]];
+    for (int64_t kk = 0; kk < k; ++kk) bt[kk * n + j] = lut[b[j * k + kk]];
   std::vector<float> acc(static_cast<size_t>(n)), partial(static_cast<size_t>(n));
   for (int64_t i = 0; i < m; ++i) {
     std::fill(acc.begin(), acc.end(), 0.0f);
@@ -57,7 +50,7 @@ void run(const Fp8Problem& p) {
       std::fill(partial.begin(), partial.end(), 0.0f);
       const int64_t k1 = std::min(k, (kb + 1) * kBlock);
       for (int64_t kk = kb * kBlock; kk < k1; ++kk) {
-        const float av = lut[p.a[i * k + kk]];
+        const float av = lut[a[i * k + kk]];
         const float* brow = &bt[kk * n];
         for (int64_t j = 0; j < n; ++j) partial[j] += av * brow[j];
       }
@@ -69,85 +62,24 @@ void run(const Fp8Problem& p) {
     }
     for (int64_t j = 0; j < n; ++j) {
       float v = acc[j];
-      if (p.c != nullptr) v = std::fma(p.beta, jax_sm100::cpu::bf16_to_f32(p.c[i * n + j]), v);
-      p.d[i * n + j] = jax_sm100::cpu::f32_to_bf16(v);
+      if (c != nullptr) v = std::fma(p.beta, jax_sm100::cpu::bf16_to_f32(c[i * n + j]), v);
+      d[i * n + j] = jax_sm100::cpu::f32_to_bf16(v);
     }
   }
 }
 
-/// Shape/dtype validation shared by both targets (as in fp8_ffi.cu); fills `o`.
-ffi::Error validate(const std::string& who, ffi::AnyBuffer a, ffi::AnyBuffer a_scale_t,
-                    ffi::AnyBuffer b, ffi::AnyBuffer b_scale, ffi::Span<const int64_t> dd,
-                    Fp8Problem& o) {
-  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
-    return ffi::Error::InvalidArgument(who + "a and b must be float8_e4m3fn");
-  if (a_scale_t.element_type() != ffi::F32 || b_scale.element_type() != ffi::F32)
-    return ffi::Error::InvalidArgument(who + "a_scale and b_scale must be float32");
-  auto ad = a.dimensions(), bd = b.dimensions();
-  if (ad.size() != 2 || bd.size() != 2 || ad[1] != bd[1])
-    return ffi::Error::InvalidArgument(who + "a must be (M, K) and b (N, K) with the same K; got a " +
-                                       dims_str(ad) + ", b " + dims_str(bd));
-  o.m = ad[0];
-  o.k = ad[1];
-  o.n = bd[0];
-  o.mp = (o.m + 3) / 4 * 4;
-  const int64_t kb = (o.k + 127) / 128, nb = (o.n + 127) / 128;
-  auto sad = a_scale_t.dimensions(), sbd = b_scale.dimensions();
-  if (sad.size() != 2 || sad[0] != kb || sad[1] != o.mp)
-    return ffi::Error::InvalidArgument(
-        who + "a_scale must be given transposed and padded, shape "
-              "(ceil(K/128), round_up(M, 4)) = (" + std::to_string(kb) + ", " +
-        std::to_string(o.mp) + "); got " + dims_str(sad));
-  if (sbd.size() != 2 || sbd[0] != nb || sbd[1] != kb)
-    return ffi::Error::InvalidArgument(who + "b_scale must have shape (ceil(N/128), ceil(K/128)) = (" +
-                                       std::to_string(nb) + ", " + std::to_string(kb) + "); got " +
-                                       dims_str(sbd));
-  if (dd.size() != 2 || dd[0] != o.m || dd[1] != o.n)
-    return ffi::Error::InvalidArgument(who + "d must have shape (M, N)");
-  if (o.k % 16 != 0 || o.n % 8 != 0)
-    return ffi::Error::InvalidArgument(
-        who + "K must be a multiple of 16 and N a multiple of 8 (TMA row alignment); pad "
-              "the operands (zeros in K change nothing)");
-  if (o.k > jax_sm100::host::kFp8MaxK)
-    return ffi::Error::InvalidArgument(who + "K must be <= " +
-                                       std::to_string(jax_sm100::host::kFp8MaxK));
-  if (o.m > INT32_MAX / 2 || o.n > INT32_MAX / 2)
-    return ffi::Error::InvalidArgument(who + "M and N must fit in int32");
-  o.a = static_cast<const uint8_t*>(a.untyped_data());
-  o.a_scale_t = static_cast<const float*>(a_scale_t.untyped_data());
-  o.b = static_cast<const uint8_t*>(b.untyped_data());
-  o.b_scale = static_cast<const float*>(b_scale.untyped_data());
-  o.c = nullptr;
-  o.beta = 0.0f;
-  return ffi::Error::Success();
-}
-
-/// Validation and computation shared by both handlers; c is null for the plain target.
+/// Validation (common/fp8_problem.h, as on the GPU) and computation shared by both
+/// handlers; c is null for the plain target.
 ffi::Error fp8_gemm_common(const char* name, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                            ffi::AnyBuffer b, ffi::AnyBuffer b_scale,
                            const ffi::Buffer<ffi::BF16>* c, float beta,
                            ffi::Result<ffi::Buffer<ffi::BF16>>& d, int32_t block_m,
                            int32_t block_n, int32_t cluster, bool pair_along_n, int32_t group_m) {
-  const std::string who = std::string(name) + ": ";
-  // beta == 0: C is not read at all (a NaN in C must not leak into D).
-  const bool residual = c != nullptr && beta != 0.0f;
-  const std::string tiling_err = jax_sm100::host::check_fp8_tiling(
-      block_m, block_n, cluster, pair_along_n, group_m, residual);
-  if (!tiling_err.empty()) return ffi::Error::InvalidArgument(who + tiling_err);
-  Fp8Problem o{};
-  ffi::Error err = validate(who, a, a_scale, b, b_scale, d->dimensions(), o);
-  if (err.failure()) return err;
-  if (c != nullptr) {
-    auto cd = c->dimensions();
-    if (cd.size() != 2 || cd[0] != o.m || cd[1] != o.n)
-      return ffi::Error::InvalidArgument(who + "c must have shape (M, N)");
-    if (o.k == 0 && o.m != 0 && o.n != 0)
-      return ffi::Error::InvalidArgument(who + "K must be positive");
-    if (residual) o.c = reinterpret_cast<const uint16_t*>(c->untyped_data());
-    o.beta = beta;
-  }
-  o.d = reinterpret_cast<uint16_t*>(d->untyped_data());
-  if (o.m == 0 || o.n == 0) return ffi::Error::Success();
+  Fp8GemmProblem o{};
+  ffi::Error err = jax_sm100::host::validate_fp8_gemm(
+      name, a, a_scale, b, b_scale, c, beta, *d,
+      jax_sm100::host::Fp8Tiling{block_m, block_n, cluster, pair_along_n, group_m}, &o);
+  if (err.failure() || o.empty()) return err;
   if (o.k == 0) {  // empty contraction (plain target only): D = 0
     std::memset(o.d, 0, size_t(o.m * o.n) * 2);
     return ffi::Error::Success();

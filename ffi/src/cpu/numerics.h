@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/ffi_checks.h"  // ElemType
+
 namespace jax_sm100::cpu {
 
 inline uint32_t f32_bits(float f) {
@@ -99,7 +101,7 @@ inline uint16_t f32_to_f16(float f) {
 }
 
 /// The element types the handlers read and write, by FFI data type.
-enum class Elem { kBF16, kF16, kF32 };
+using Elem = jax_sm100::host::ElemType;
 
 inline float load(const void* p, int64_t i, Elem t) {
   switch (t) {
