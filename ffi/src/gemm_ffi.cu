@@ -21,8 +21,10 @@
 // reach D). K == 0: D = beta * C (or zeros).
 //
 // Dispatch: the buffers and attributes are validated once, then the device's compute
-// capability picks the kernels: 9.0 -> ffi/src/sm90/; any other -> kUnimplemented (the
-// Python layer takes its reference path there).
+// capability picks the kernels: 9.0 -> ffi/src/sm90/; 10.0 -> ffi/src/sm100/ (where the
+// build holds sm_100a code; the sm100 kernel has its own tiling set, see
+// sm100/gemm_launch.h); any other -> kUnimplemented (the Python layer takes its
+// reference path there).
 //
 // Graph safety (kCmdBufferCompatible): the execute path only encodes tensor maps on the
 // host (passed as __grid_constant__ kernel parameters), reads cached device attributes
@@ -34,9 +36,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/device.h"
 #include "common/ffi_util.h"
+#include "sm100/gemm_launch.h"
 #include "sm90/gemm_launch.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -114,6 +118,32 @@ ffi::Error run_sm90(const std::string& name, const GemmProblem& pr, const Device
   return ffi::Error::Success();
 }
 
+template <class T>
+std::string sm100_launch_for_out(const GemmProblem& pr, cudaStream_t stream) {
+  using jax_sm100::host::sm100_gemm_launch;
+  switch (pr.out_type) {
+    case GemmDtype::kBF16: return sm100_gemm_launch<T, __nv_bfloat16>(pr, stream);
+    case GemmDtype::kF16: return sm100_gemm_launch<T, __half>(pr, stream);
+    case GemmDtype::kF32: return sm100_gemm_launch<T, float>(pr, stream);
+  }
+  return "unsupported output type";
+}
+
+/// The sm_100a path (compute capability 10.0, and only when this build holds sm_100a
+/// code): the tiling must be one the sm100 kernel has; the K == 0 fill, else the kernel.
+ffi::Error run_sm100(const std::string& name, const GemmProblem& pr, const DeviceInfo& dev,
+                     cudaStream_t stream) {
+  if (std::string_view(JAX_SM100_CUDA_ARCHS).find("100a") == std::string_view::npos)
+    return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
+  const std::string bad = jax_sm100::host::check_sm100_gemm_tiling(pr.tiling);
+  if (!bad.empty()) return ffi::Error::InvalidArgument(name + ": " + bad);
+  if (pr.k == 0) return fill_without_product(name, pr, dev.num_sms, stream);
+  const std::string err = pr.in_type == GemmDtype::kBF16 ? sm100_launch_for_out<__nv_bfloat16>(pr, stream)
+                                                         : sm100_launch_for_out<__half>(pr, stream);
+  if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
+  return ffi::Error::Success();
+}
+
 /// Shared validation (common/gemm_problem.h) + dispatch of both handlers. `c` is null for
 /// the plain GEMM.
 ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuffer& a,
@@ -130,7 +160,7 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
   if (!err.empty()) return ffi::Error::Internal(who + err);
   switch (dev.arch()) {
     case 90: return run_sm90(name, pr, dev, stream);
-    // 10.x: the sm_100a kernels (ffi/src/sm100/) plug in here.
+    case 100: return run_sm100(name, pr, dev, stream);
     default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }
 }

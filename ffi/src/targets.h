@@ -16,8 +16,8 @@
 #include "xla/ffi/api/c_api.h"
 
 #define JAX_SM100_FFI_TARGETS(X)                                                           \
-  X("jax_sm100_gemm", JaxSm100Gemm, JaxSm100GemmCpu, false)                                \
-  X("jax_sm100_gemm_residual", JaxSm100GemmResidual, JaxSm100GemmResidualCpu, false)       \
+  X("jax_sm100_gemm", JaxSm100Gemm, JaxSm100GemmCpu, true)                                 \
+  X("jax_sm100_gemm_residual", JaxSm100GemmResidual, JaxSm100GemmResidualCpu, true)        \
   X("jax_sm100_fp8_gemm", JaxSm100Fp8Gemm, JaxSm100Fp8GemmCpu, false)                      \
   X("jax_sm100_fp8_gemm_residual", JaxSm100Fp8GemmResidual, JaxSm100Fp8GemmResidualCpu,    \
     false)                                                                                 \

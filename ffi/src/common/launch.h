@@ -94,4 +94,40 @@ std::string launch_persistent(const PersistentLaunch& l, cudaStream_t stream,
   return "";
 }
 
+/// Launches Kernel(args...) on `grid_ctas` CTAs in clusters of `cluster` along x (every
+/// work item gets its own cluster; kernels with cluster launch control take over the ones
+/// not yet running). The dynamic shared memory limit is raised once, as above.
+template <auto Kernel, class... Args>
+std::string launch_clusters(int cluster, unsigned threads, unsigned smem_bytes, unsigned grid_ctas,
+                            cudaStream_t stream, const Args&... args) {
+  auto kernel = Kernel;
+  static bool attr_set = false;
+  if (!attr_set) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem_bytes));
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(e);
+    }
+    attr_set = true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(grid_ctas, 1, 1);
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (e != cudaSuccess) cudaGetLastError();  // clear it
+  else e = cudaGetLastError();
+  if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
+  return "";
+}
+
 }  // namespace jax_sm100::host
