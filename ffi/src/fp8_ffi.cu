@@ -48,6 +48,7 @@ using jax_sm100::host::Fp8GemmProblem;
 using jax_sm100::host::Fp8Tiling;
 
 /// The sm_90a path: K == 0 gives D = 0, else the kernel o.tiling names.
+#if JAX_SM100_HAS_SM90
 ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const DeviceInfo& dev,
                     cudaStream_t stream) {
   if (o.k == 0) {  // empty contraction (plain target only): D = 0
@@ -59,6 +60,7 @@ ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const Devi
   if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
   return ffi::Error::Success();
 }
+#endif
 
 /// Validation (common/fp8_problem.h) and dispatch shared by both handlers; c is null for
 /// the plain target.
@@ -75,7 +77,9 @@ ffi::Error fp8_gemm_common(const char* name, cudaStream_t stream, ffi::AnyBuffer
   const std::string dev_err = jax_sm100::host::current_device(&dev);
   if (!dev_err.empty()) return ffi::Error::Internal(who + dev_err);
   switch (dev.arch()) {
+#if JAX_SM100_HAS_SM90
     case 90: return run_sm90(name, o, dev, stream);
+#endif
     // 10.x: the sm_100a kernels (ffi/src/sm100/) plug in here.
     default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }

@@ -36,7 +36,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "common/device.h"
 #include "common/ffi_util.h"
@@ -65,6 +64,7 @@ __global__ void scale_c_kernel(const Out* c, Out* d, int64_t per_batch, int64_t 
   }
 }
 
+#if JAX_SM100_HAS_SM90
 template <class T>
 std::string sm90_launch_for_out(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
   using jax_sm100::host::sm90_gemm_launch;
@@ -75,6 +75,7 @@ std::string sm90_launch_for_out(const GemmProblem& pr, int num_sms, cudaStream_t
   }
   return "unsupported output type";
 }
+#endif
 
 /// K == 0: nothing to contract, D = beta * C (pr.c set) or zeros.
 ffi::Error fill_without_product(const std::string& name, const GemmProblem& pr, int num_sms,
@@ -107,6 +108,7 @@ ffi::Error fill_without_product(const std::string& name, const GemmProblem& pr, 
   return jax_sm100::host::last_cuda_error(name);
 }
 
+#if JAX_SM100_HAS_SM90
 /// The sm_90a path: the K == 0 fill, else the kernel that pr.tiling names.
 ffi::Error run_sm90(const std::string& name, const GemmProblem& pr, const DeviceInfo& dev,
                     cudaStream_t stream) {
@@ -117,7 +119,9 @@ ffi::Error run_sm90(const std::string& name, const GemmProblem& pr, const Device
   if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
   return ffi::Error::Success();
 }
+#endif
 
+#if JAX_SM100_HAS_SM100
 template <class T>
 std::string sm100_launch_for_out(const GemmProblem& pr, cudaStream_t stream) {
   using jax_sm100::host::sm100_gemm_launch;
@@ -129,12 +133,10 @@ std::string sm100_launch_for_out(const GemmProblem& pr, cudaStream_t stream) {
   return "unsupported output type";
 }
 
-/// The sm_100a path (compute capability 10.0, and only when this build holds sm_100a
-/// code): the tiling must be one the sm100 kernel has; the K == 0 fill, else the kernel.
+/// The sm_100a path (compute capability 10.0; compiled only when the build holds sm_100a
+/// code, JAX_SM100_HAS_SM100): the tiling must be one the sm100 kernel has; the K == 0 fill, else the kernel.
 ffi::Error run_sm100(const std::string& name, const GemmProblem& pr, const DeviceInfo& dev,
                      cudaStream_t stream) {
-  if (std::string_view(JAX_SM100_CUDA_ARCHS).find("100a") == std::string_view::npos)
-    return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   const std::string bad = jax_sm100::host::check_sm100_gemm_tiling(pr.tiling);
   if (!bad.empty()) return ffi::Error::InvalidArgument(name + ": " + bad);
   if (pr.k == 0) return fill_without_product(name, pr, dev.num_sms, stream);
@@ -143,6 +145,7 @@ ffi::Error run_sm100(const std::string& name, const GemmProblem& pr, const Devic
   if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
   return ffi::Error::Success();
 }
+#endif
 
 /// Shared validation (common/gemm_problem.h) + dispatch of both handlers. `c` is null for
 /// the plain GEMM.
@@ -159,8 +162,12 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
   const std::string err = jax_sm100::host::current_device(&dev);
   if (!err.empty()) return ffi::Error::Internal(who + err);
   switch (dev.arch()) {
+#if JAX_SM100_HAS_SM90
     case 90: return run_sm90(name, pr, dev, stream);
+#endif
+#if JAX_SM100_HAS_SM100
     case 100: return run_sm100(name, pr, dev, stream);
+#endif
     default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }
 }

@@ -58,7 +58,7 @@ NB_MODULE(_ffi, m) {
 
   m.def("sm100_targets", []() {
         std::vector<std::string> names;
-#if JAX_SM100_WITH_CUDA
+#if JAX_SM100_WITH_CUDA && defined(JAX_SM100_HAS_SM100) && JAX_SM100_HAS_SM100
 #define JAX_SM100_SM100(name, symbol, cpu_symbol, sm100) \
   if (sm100) names.push_back(name);
         JAX_SM100_FFI_TARGETS(JAX_SM100_SM100)
@@ -66,7 +66,7 @@ NB_MODULE(_ffi, m) {
 #endif
         return names;
       },
-      "Targets whose handlers have an sm_100a kernel in this build.");
+      "Targets whose handlers have an sm_100a kernel in this build (none without sm_100a code).");
 
   m.def("registrations", []() {
         nb::dict targets;
