@@ -21,6 +21,11 @@ FORCE_REFERENCE_ENV = "JAX_SM100_FORCE_REFERENCE"
 #              partitioning), which the reference path bypasses. On any other device: auto.
 BACKEND_ENV = "JAX_SM100_BACKEND"
 BACKEND_CHOICES = ("auto", "reference", "cpu_ffi")
+# Backends whose kernels this project has never run on hardware (the one list). On
+# these, the first use of each kernel family in a process runs a known-answer self-test
+# on the device before the op is traced into the kernel, and a family that fails takes
+# the reference path for the rest of the process (jax_sm100.selftest).
+UNPROVEN_BACKENDS = frozenset({"sm100"})
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -105,7 +110,10 @@ def backend() -> str:
   sm_90a code; 'sm100': 10.0 with sm_100a code and at least one sm100 kernel).
   JAX_SM100_FORCE_REFERENCE=1 wins over JAX_SM100_BACKEND. Each op additionally
   needs its FFI target registered and a supported dtype/shape, else it uses the
-  reference for that call.
+  reference for that call. On 'sm100' (UNPROVEN_BACKENDS: never run on hardware by
+  this project) only the bf16/fp16 GEMMs have kernels, and each kernel family runs a
+  known-answer self-test on its first use (jax_sm100.selftest); FP8 GEMMs and
+  quantization take the reference path there.
 
   The ops read this when they are traced: a function already traced by jax.jit
   keeps the path it was traced with (jax.clear_caches() after changing them).
@@ -137,8 +145,15 @@ def why_reference() -> str:
   cc = _compute_capability(dev)
   if cc is None:
     return f"the default device ({dev.platform}, {dev.device_kind}) is not a CUDA GPU"
-  return (f"no kernels for compute capability {cc[0]}.{cc[1]} in this build "
-          f"(compiled: {', '.join(_ffi_registry.cuda_archs()) or 'none'})")
+  archs = _ffi_registry.cuda_archs()
+  if cc == (10, 0) and "sm_100a" in archs and not _ffi_registry.sm100_targets():
+    return ("this build has sm_100a code but no sm_100a kernel (compute capability 10.0); "
+            "every op takes the reference path")
+  why = (f"no kernels for compute capability {cc[0]}.{cc[1]} in this build "
+         f"(compiled: {', '.join(archs) or 'none'})")
+  if cc[0] >= 10 and cc != (10, 0):
+    why += "; sm_100a code runs on compute capability 10.0 only"
+  return why
 
 
 class Context(NamedTuple):
@@ -164,7 +179,9 @@ class Context(NamedTuple):
     if target in _ffi_registry.disabled_targets():
       return f"{target} is disabled by {_ffi_registry.DISABLE_TARGETS_ENV}"
     if self.backend == "sm100" and target not in _ffi_registry.sm100_targets():
-      return f"{target} has no sm_100a kernel in this build"
+      have = ", ".join(sorted(_ffi_registry.sm100_targets())) or "none"
+      return (f"{target} has no sm_100a kernel: on this Blackwell GPU it takes the "
+              f"reference path (targets with an sm_100a kernel: {have})")
     return f"{target} is not registered"
 
 

@@ -32,18 +32,27 @@ import numpy as np
 from jax_sm100._util import cdiv
 
 __all__ = [
-    "GemmConfig", "Fp8Config", "GEMM_TILINGS", "FP8_TILINGS", "HEURISTICS", "SM_COUNTS",
-    "DEFAULT_SM_COUNT", "sm_count", "gemm_config", "fp8_config", "override", "current",
-    "fp8_fused_scales", "explain", "Settings",
+    "GemmConfig", "Fp8Config", "GEMM_TILINGS", "SM100_GEMM_TILINGS", "ARCH_GEMM_TILINGS",
+    "FP8_TILINGS", "HEURISTICS", "SM_COUNTS", "DEFAULT_SM_COUNT", "sm_count", "gemm_config",
+    "gemm_tilings", "fp8_config", "override", "current", "fp8_fused_scales", "explain",
+    "Settings",
 ]
 
 # ---------------------------------------------------------------------------
 # Configurations (the FFI attribute contract)
 # ---------------------------------------------------------------------------
 
-# (block_m, block_n, cluster_m) combinations the bf16/fp16 GEMM is compiled for.
+# (block_m, block_n, cluster_m) combinations the bf16/fp16 GEMM is compiled for: every
+# one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1))
+# The sm_100a GEMM's tilings, a subset: 128x256 and 128x128 tiles on one SM, and the 2-SM
+# pair (128, 256, 2): a cluster of two CTAs issuing one 256x256 UMMA (cta_group::2), each
+# CTA holding 128 rows of A and half of B.
+SM100_GEMM_TILINGS = ((128, 256, 1), (128, 128, 1), (128, 256, 2))
+# The tilings each architecture's GEMM kernel has (HEURISTICS keys); a launch on an
+# architecture with an entry here takes only these.
+ARCH_GEMM_TILINGS = {"sm90": GEMM_TILINGS, "sm100": SM100_GEMM_TILINGS}
 # (block_m, block_n, cluster, pair_along_n) combinations the FP8 GEMM is compiled for;
 # the residual FP8 GEMM runs the 128-row ones only.
 FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
@@ -73,7 +82,9 @@ class GemmConfig:
   block_m x block_n: the output tile per CTA; cluster_m: CTAs per cluster along M
   (2: pairs of M tiles share a multicast B tile); group_m: M tiles per group of the
   persistent tile order (L2 reuse). Valid (block_m, block_n, cluster_m): GEMM_TILINGS;
-  group_m in [1, 64].
+  group_m in [1, 64]. The sm100 kernel has a subset, SM100_GEMM_TILINGS (there
+  (128, 256, 2) is the 2-SM pair); a launch on sm100 with another tiling raises
+  ValueError when it is traced.
   """
   block_m: int
   block_n: int
@@ -175,6 +186,23 @@ HEURISTICS: dict[str, dict[str, Any]] = {
             "group_m": 8,
         },
     },
+    # Blackwell (B200). Not measured: no Blackwell GPU was available to this project, so
+    # these are guesses from the kernel's structure, to be replaced by measurements. The
+    # FP8 GEMM and quantizers have no sm_100a kernel (the ops take the reference path);
+    # fp8_config() answers from the sm90 table there.
+    "sm100": {
+        "gemm": {
+            # (block_m, block_n, efficiency guess) on one SM: the lowest estimated
+            # waves * tile area / efficiency wins, as on sm90 (so N <= 128 and small
+            # M*N, where 128x256 tiles would leave SMs idle, take 128x128).
+            "tiles": ((128, 256, 1.00), (128, 128, 0.85)),
+            # The 2-SM pair (one 256x256 UMMA over a cluster of two, B split across the
+            # pair) for 128x256 choices when M has at least min_m_tiles 128-row tiles
+            # and the pair tiles fill every SM at least once (pairs >= SMs / 2).
+            "pair": {"tiling": (128, 256, 2), "min_m_tiles": 2, "fill_sms": True},
+            "group_m": 8,
+        },
+    },
 }
 
 # SM counts by device kind (substring, first match), when the device does not report
@@ -207,12 +235,28 @@ def sm_count(device=None) -> int:
 
 
 def _arch(device) -> str:
-  """The HEURISTICS key for `device`; the sm90 table where there is no entry of its
-  own (the only GPU with kernels today)."""
+  """The HEURISTICS key for `device`: 'sm100' for compute capability 10.0, else the
+  sm90 table (the one used where a device has no entry of its own: CPUs, cpu_ffi)."""
   from jax_sm100 import _backend
   cc = _backend._compute_capability(device) if hasattr(device, "platform") else None
   key = f"sm{cc[0]}{cc[1]}" if cc else "sm90"
   return key if key in HEURISTICS else "sm90"
+
+
+def _table(device, kind: str) -> tuple[str, dict]:
+  """(arch, HEURISTICS[arch][kind]) for `device`; the sm90 table where the arch has no
+  `kind` entry (FP8 on sm100: no kernel, the choice is never launched)."""
+  arch = _arch(device)
+  if kind not in HEURISTICS[arch]:
+    arch = "sm90"
+  return arch, HEURISTICS[arch][kind]
+
+
+def gemm_tilings(device=None) -> tuple:
+  """The (block_m, block_n, cluster_m) tilings the bf16/fp16 GEMM kernel of `device`'s
+  architecture has (default: the default device): SM100_GEMM_TILINGS on compute
+  capability 10.0, else GEMM_TILINGS."""
+  return ARCH_GEMM_TILINGS.get(_arch(_device(device)), GEMM_TILINGS)
 
 
 # ---------------------------------------------------------------------------
@@ -220,6 +264,8 @@ def _arch(device) -> str:
 # ---------------------------------------------------------------------------
 
 def _gemm_choice(m: int, n: int, batch: int, sms: int, table) -> tuple[GemmConfig, str]:
+  if "pair" in table:
+    return _gemm_choice_sm100(m, n, batch, sms, table)
   best, best_cost = None, 0.0
   for bm, bn, eff in table["tiles"]:
     tiles = batch * cdiv(m, bm) * cdiv(n, bn)
@@ -240,6 +286,40 @@ def _gemm_choice(m: int, n: int, batch: int, sms: int, table) -> tuple[GemmConfi
   return GemmConfig(bm, bn, cluster, table["group_m"]), why
 
 
+def _gemm_choice_sm100(m: int, n: int, batch: int, sms: int, table) -> tuple[GemmConfig, str]:
+  """The sm100 rule (HEURISTICS["sm100"]["gemm"]): the sm90 cost model over the 1-SM
+  tiles; a 128x256 choice becomes the 2-SM pair when M has two or more tiles and the
+  pairs fill the SMs."""
+  best, best_cost = None, 0.0
+  for tbm, tbn, eff in table["tiles"]:
+    t = batch * cdiv(m, tbm) * cdiv(n, tbn)
+    cost = cdiv(t, sms) * tbm * tbn / eff
+    if best is None or cost < best_cost:
+      best, best_cost = (tbm, tbn, eff, t), cost
+  bm, bn, eff, tiles = best
+  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
+         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff})")
+  rule = table["pair"]
+  pbm, pbn, pcl = rule["tiling"]
+  m_tiles = cdiv(m, pbm)
+  pairs = batch * cdiv(m_tiles, pcl) * cdiv(n, pbn)
+  if ((bm, bn) == (pbm, pbn) and m_tiles >= rule["min_m_tiles"]
+      and (pairs * pcl >= sms or not rule["fill_sms"])):
+    why += f"; the 2-SM pair ({pairs} pair tiles of {pcl * pbm}x{pbn} fill {sms} SMs)"
+    return GemmConfig(pbm, pbn, pcl, table["group_m"]), why
+  return GemmConfig(bm, bn, 1, table["group_m"]), why + "; 1 SM per tile"
+
+
+def _check_arch_tiling(cfg: GemmConfig, arch: str, how: str) -> None:
+  """ValueError when `cfg`'s tiling is not one that `arch`'s GEMM kernel has."""
+  tilings = ARCH_GEMM_TILINGS.get(arch)
+  tiling = (cfg.block_m, cfg.block_n, cfg.cluster_m)
+  if tilings is not None and tiling not in tilings:
+    raise ValueError(f"jax_sm100.tuning: {how}: (block_m, block_n, cluster_m) = {tiling} has "
+                     f"no {arch} GEMM kernel; the {arch} GEMM has "
+                     f"{', '.join(map(str, tilings))}.")
+
+
 def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = False,
                 device=None) -> GemmConfig:
   """The default GemmConfig for a (batch of) m x n x k GEMM(s) on `device`.
@@ -250,7 +330,7 @@ def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = Fals
   """
   del k, residual
   dev = _device(device)
-  return _gemm_choice(m, n, batch, sm_count(dev), HEURISTICS[_arch(dev)]["gemm"])[0]
+  return _gemm_choice(m, n, batch, sm_count(dev), _table(dev, "gemm")[1])[0]
 
 
 def _tile_efficiency(m: int, n: int, bm: int, sms: int) -> float:
@@ -304,7 +384,7 @@ def fp8_config(m: int, n: int, k: int, *, residual: bool = False, device=None) -
   """
   del k
   dev = _device(device)
-  return _fp8_choice(m, n, residual, sm_count(dev), HEURISTICS[_arch(dev)]["fp8"])[0]
+  return _fp8_choice(m, n, residual, sm_count(dev), _table(dev, "fp8")[1])[0]
 
 
 # ---------------------------------------------------------------------------
@@ -385,8 +465,9 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None):
   gemm: a GemmConfig for every bf16/fp16 GEMM launch, or a dict of some of its
     fields applied on top of each launch's default (e.g. {"group_m": 16},
     {"cluster_m": 1}); fp8: the same with Fp8Config. A combination that is not
-    compiled raises ValueError when an op is traced; the residual FP8 GEMM takes
-    128-row tiles only, so a 192/256-row override raises for it.
+    compiled, or that the device architecture's kernel lacks (sm100:
+    SM100_GEMM_TILINGS), raises ValueError when an op is traced; the residual FP8
+    GEMM takes 128-row tiles only, so a 192/256-row override raises for it.
   fp8_fused_scales: False makes fp8_dot's GEMMs transpose a's scales with XLA
     instead of taking them from the quantizers (for tests and benchmarks).
   Omitted arguments keep the enclosing setting. Thread- and task-local
@@ -428,11 +509,17 @@ def _apply(kind: str, default, setting):
 
 def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
                  residual: bool) -> tuple[GemmConfig, str]:
-  """(config, why) for one bf16/fp16 GEMM launch (the launch layer's entry)."""
+  """(config, why) for one bf16/fp16 GEMM launch (the launch layer's entry).
+
+  An override whose tiling the device architecture's kernel does not have (e.g. a
+  64-row tile on sm100) raises ValueError naming the tilings it has."""
   del k, residual
   dev = _device(None)
-  default, why = _gemm_choice(m, n, batch, sm_count(dev), HEURISTICS[_arch(dev)]["gemm"])
+  arch, table = _table(dev, "gemm")
+  default, why = _gemm_choice(m, n, batch, sm_count(dev), table)
   cfg, how = _apply("gemm", default, settings.gemm if settings else None)
+  if how:
+    _check_arch_tiling(cfg, arch, how)
   return cfg, how or why
 
 
@@ -441,7 +528,7 @@ def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,
   """(config, why) for one FP8 GEMM launch (the launch layer's entry)."""
   del k
   dev = _device(None)
-  default, why = _fp8_choice(m, n, residual, sm_count(dev), HEURISTICS[_arch(dev)]["fp8"])
+  default, why = _fp8_choice(m, n, residual, sm_count(dev), _table(dev, "fp8")[1])
   cfg, how = _apply("fp8", default, settings.fp8 if settings else None)
   if residual and not cfg.supports_residual:
     raise ValueError(f"jax_sm100.tuning: {how}: the residual FP8 GEMM runs 128-row tiles "

@@ -385,3 +385,166 @@ def test_explain_on_the_reference_path(monkeypatch):
   assert d.path == "reference" and d.target == "jax_sm100_gemm" and d.config is None
   assert d.why == "backend() is 'reference': JAX_SM100_FORCE_REFERENCE is set"
   assert str(tuning.explain(lambda x: x + 1, jnp.ones(3))) == "(no jax_sm100 products)"
+
+
+# ---------------------------------------------------------------------------
+# sm100 (Blackwell): its own table, its own tiling set; FP8 and quantize take the
+# reference. No B200 here: a stand-in device of compute capability 10.0 and a build
+# that says it holds sm_100a GEMM kernels (lowering only).
+# ---------------------------------------------------------------------------
+
+SM100_TILINGS = {(128, 256, 1), (128, 128, 1), (128, 256, 2)}  # the sm100 kernel's set
+B200 = dict(kind="NVIDIA B200", cc="10.0")
+
+
+def sm100_rule_as_described(m, n, batch, sms):
+  """The sm100 rule as its table describes it: the sm90 cost model over 128x256
+  (efficiency 1.0) and 128x128 (0.85); a 128x256 choice becomes the 2-SM pair when M
+  has two 128-row tiles and the 256x256 pair tiles fill every SM."""
+  c256 = -(-(batch * -(-m // 128) * -(-n // 256)) // sms) * 128 * 256 / 1.00
+  c128 = -(-(batch * -(-m // 128) * -(-n // 128)) // sms) * 128 * 128 / 0.85
+  if c128 < c256:
+    return (128, 128, 1, 8)
+  pairs = batch * -(-m // 256) * -(-n // 256)
+  return (128, 256, 2 if m > 128 and 2 * pairs >= sms else 1, 8)
+
+
+@pytest.mark.parametrize("sms", [148, 132, 80])
+def test_sm100_defaults_follow_its_table(sms):
+  dev = gpu(sms, **B200)
+  seen = set()
+  for m, n, batch in itertools.product(SIZES, SIZES, [1, 2, 5]):
+    got = tuning.gemm_config(m, n, 4096, batch=batch, device=dev)
+    t = (got.block_m, got.block_n, got.cluster_m, got.group_m)
+    assert t == sm100_rule_as_described(m, n, batch, sms), (m, n, batch, sms)
+    assert t[:3] in SM100_TILINGS
+    seen.add(t[:3])
+  assert seen == SM100_TILINGS
+  # N <= 128: never a 256-wide tile; small M*N: 128x128; the 2-SM pair for a large
+  # product, one SM per tile where the pairs would leave SMs idle
+  for m, n in itertools.product(SIZES, [1, 8, 64, 127, 128]):
+    assert tuning.gemm_config(m, n, 64, device=dev).block_n == 128
+  assert tuning.gemm_config(512, 512, 4096, device=dev) == GemmConfig(128, 128, 1, 8)
+  assert tuning.gemm_config(8192, 8192, 4096, device=dev) == GemmConfig(128, 256, 2, 8)
+  pairs_short = int(np.sqrt(sms // 2 - 1)) * 256   # fewer 256x256 pair tiles than SMs/2
+  assert tuning.gemm_config(pairs_short, pairs_short, 64, device=dev).cluster_m == 1
+
+
+def test_sm100_tables_and_tilings():
+  assert set(tuning.SM100_GEMM_TILINGS) == SM100_TILINGS
+  assert SM100_TILINGS <= GEMM_TILINGS        # one FFI attribute contract
+  assert set(tuning.gemm_tilings(gpu(148, **B200))) == SM100_TILINGS
+  assert set(tuning.gemm_tilings(gpu(132))) == GEMM_TILINGS
+  assert set(tuning.gemm_tilings(jax.devices("cpu")[0])) == GEMM_TILINGS
+  # no FP8 kernel on sm100: fp8_config answers (from the sm90 table) rather than failing
+  b200 = gpu(148, **B200)
+  assert tuning.fp8_config(4096, 7168, 16384, device=b200) == tuning.fp8_config(
+      4096, 7168, 16384, device=gpu(148))
+  assert "fp8" not in tuning.HEURISTICS["sm100"]
+
+
+@pytest.fixture
+def fake_sm100(monkeypatch):
+  """backend() == 'sm100' on a stand-in B200 whose build has sm_100a GEMM kernels only;
+  every target 'registered' (lowering only). The self-test guard is stubbed: it records
+  the families it is asked about and answers `verdict` (passed by default)."""
+  from jax_sm100 import _backend, _ffi_registry, _selftest_guard
+  for var in (_backend.FORCE_REFERENCE_ENV, _backend.BACKEND_ENV,
+              _ffi_registry.DISABLE_TARGETS_ENV):
+    monkeypatch.delenv(var, raising=False)
+  dev = gpu(148, **B200)
+  monkeypatch.setattr(_backend, "_default_device", lambda: dev)
+  monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: True)
+  monkeypatch.setattr(_ffi_registry, "cuda_archs", lambda: ("sm_90a", "sm_100a"))
+  monkeypatch.setattr(_ffi_registry, "sm100_targets",
+                      lambda: frozenset({"jax_sm100_gemm", "jax_sm100_gemm_residual"}))
+  monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
+  state = types.SimpleNamespace(asked=[], passed=True)
+
+  def ensure(family, backend):
+    state.asked.append((family, backend))
+    return _selftest_guard.FamilyResult(family, backend, dev.device_kind, state.passed, (), 0,
+                                        None if state.passed else f"{family} failed (stub)")
+  monkeypatch.setattr(_selftest_guard, "ensure", ensure)
+  monkeypatch.setattr(_selftest_guard, "_enabled", True)
+  jax.clear_caches()
+  assert jax_sm100.backend() == "sm100"
+  yield state
+  jax.clear_caches()
+
+
+def test_sm100_gemm_launches_its_own_tilings(fake_sm100):
+  a, b = jnp.ones((4096, 512), BF16), jnp.ones((512, 4096), BF16)
+  (target, attrs), = configs(jax_sm100.matmul, a, b)
+  assert target == "jax_sm100_gemm"
+  assert gemm_tiling(attrs) == (128, 256, 2, 8) == astuple(tuning.gemm_config(
+      4096, 4096, 512, device=gpu(148, **B200)))
+  assert ("gemm", "sm100") in fake_sm100.asked        # the first-use guard was consulted
+  c = jnp.ones((4096, 4096), BF16)
+  (target, attrs), = configs(lambda a, b, c: jax_sm100.matmul_residual(a, b, c), a, b, c)
+  assert target == "jax_sm100_gemm_residual" and ("gemm_residual", "sm100") in fake_sm100.asked
+  with tuning.override(gemm=GemmConfig(128, 128, 1, 4)):
+    (_, attrs), = configs(jax_sm100.matmul, a, b)
+  assert gemm_tiling(attrs) == (128, 128, 1, 4)
+
+
+@pytest.mark.parametrize("override", [GemmConfig(64, 128, 1), GemmConfig(128, 128, 2),
+                                      {"block_m": 64, "block_n": 64},
+                                      {"block_n": 128, "cluster_m": 2}])
+def test_sm100_override_outside_its_set_raises_at_trace_time(fake_sm100, override):
+  a = jnp.ones((512, 512), BF16)
+  with tuning.override(gemm=override):   # a valid GemmConfig: the check is at trace time
+    with pytest.raises(ValueError, match=r"has no sm100 GEMM kernel; the sm100 GEMM has "
+                                         r"\(128, 256, 1\), \(128, 128, 1\), \(128, 256, 2\)"):
+      configs(jax_sm100.matmul, a, a)
+
+
+def test_sm90_keeps_every_tiling(fake_sm90):
+  a = jnp.ones((512, 512), BF16)
+  for t in sorted(GEMM_TILINGS - SM100_TILINGS):
+    with tuning.override(gemm=GemmConfig(*t)):
+      (_, attrs), = configs(jax_sm100.matmul, a, a)
+    assert gemm_tiling(attrs)[:3] == t
+
+
+def test_sm100_fp8_and_quantize_take_the_reference_and_say_why(fake_sm100):
+  x, w = jax.ShapeDtypeStruct((256, 512), BF16), jax.ShapeDtypeStruct((512, 384), BF16)
+  for f in (jax_sm100.fp8_dot,
+            jax.grad(lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w).astype(jnp.float32)), (0, 1)),
+            lambda x, w: jax_sm100.quantize_fp8_blockwise(x)):
+    rep = tuning.explain(f, x, w)
+    assert rep and all(d.path == "reference" for d in rep), str(rep)
+    for d in rep:
+      assert f"{d.target} has no sm_100a kernel: on this Blackwell GPU it takes the " \
+             "reference path" in d.why, d.why
+      assert "jax_sm100_gemm, jax_sm100_gemm_residual" in d.why
+  assert configs(jax_sm100.fp8_dot, jnp.ones((256, 512), BF16), jnp.ones((512, 384), BF16)) == []
+
+
+def test_sm100_failed_self_test_shows_in_explain(fake_sm100):
+  fake_sm100.passed = False
+  a = jax.ShapeDtypeStruct((256, 512), BF16)
+  (d,) = tuning.explain(jax_sm100.matmul, a, jax.ShapeDtypeStruct((512, 256), BF16))
+  assert d.path == "reference" and d.why == "gemm failed (stub)"
+
+
+def test_why_reference_on_blackwell_without_kernels(monkeypatch):
+  from jax_sm100 import _backend, _ffi_registry
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  monkeypatch.delenv(_backend.BACKEND_ENV, raising=False)
+  monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: True)
+  monkeypatch.setattr(_ffi_registry, "_ffi", types.SimpleNamespace())
+  monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: frozenset())
+  for cc, archs, want in [
+      ("10.0", ("sm_90a", "sm_100a"), "this build has sm_100a code but no sm_100a kernel"),
+      ("10.0", ("sm_90a",), "no kernels for compute capability 10.0 in this build (compiled: "
+                            "sm_90a)"),
+      ("10.3", ("sm_90a", "sm_100a"), "sm_100a code runs on compute capability 10.0 only")]:
+    monkeypatch.setattr(_ffi_registry, "cuda_archs", lambda archs=archs: archs)
+    monkeypatch.setattr(_backend, "_default_device", lambda cc=cc: gpu(148, cc=cc))
+    assert jax_sm100.backend() == "reference"
+    assert want in _backend.why_reference(), (cc, archs, _backend.why_reference())
+
+
+def astuple(cfg):
+  return (cfg.block_m, cfg.block_n, cfg.cluster_m, cfg.group_m)

@@ -18,6 +18,9 @@ the kernel path (otherwise the operand is broadcast in memory).
   * The tile configuration (jax_sm100.tuning.GemmConfig) is chosen per launch
     from the kernel's own shapes (padded M, N, the output's batch count) and
     passed as the attributes block_m, block_n, cluster_m, group_m.
+  * On a backend never run on hardware by this project (sm100), a family's first
+    launch waits for its known-answer self-test (jax_sm100.selftest); a family that
+    failed it takes the reference.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _explain, _reference, tuning
+from jax_sm100 import _explain, _reference, _selftest_guard, tuning
 from jax_sm100._backend import Context
 from jax_sm100._launch import partition
 from jax_sm100._util import pad_to, round_up
@@ -183,6 +186,11 @@ def why_not_kernel(ctx: Context, target, a, b, out_dtype, c=None):
     return lambda: f"c is {c.dtype.name}, the output {out_dtype.name}"
   if not all(s > 0 for s in (*a.shape, *b.shape)):
     return lambda: "an empty operand"
+  # Kernels never run on hardware here (sm100): the family's known-answer self-test, run
+  # on its first use in the process, decides.
+  refused = _selftest_guard.refusal(ctx, target)
+  if refused is not None:
+    return lambda: refused
   return None
 
 
