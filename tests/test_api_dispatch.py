@@ -195,11 +195,20 @@ def test_reference_when_forced_or_unregistered(fake_sm90, monkeypatch):
   monkeypatch.setattr(_ffi_registry, "_registered", frozenset({"jax_sm100_gemm_residual"}))
   jax.clear_caches()
   assert custom_calls(jax_sm100.matmul, a, a)[0] == []
-  # sm100: only targets with an sm100 kernel (none yet) may be called
+  # sm100: only targets with an sm100 kernel may be called
   monkeypatch.setattr(_backend, "_device_backend", lambda: "sm100")
   monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
+  monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: frozenset())
   jax.clear_caches()
   assert custom_calls(jax_sm100.matmul, a, a)[0] == []
+  # ... and with a GEMM kernel (its first-use self-test stubbed to pass), only that one.
+  from jax_sm100 import _selftest_guard
+  monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: frozenset({"jax_sm100_gemm"}))
+  monkeypatch.setattr(_selftest_guard, "refusal", lambda ctx, target: None)
+  jax.clear_caches()
+  assert [c[0] for c in custom_calls(jax_sm100.matmul, a, a)[0]] == ["jax_sm100_gemm"]
+  w = jnp.ones((256, 64), BF16)
+  assert custom_calls(jax_sm100.fp8_dot, jnp.ones((16, 256), BF16), w)[0] == []
 
 
 def test_dot_general_routes_to_the_kernel(fake_sm90):

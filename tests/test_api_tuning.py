@@ -459,6 +459,9 @@ def fake_sm100(monkeypatch):
   monkeypatch.setattr(_ffi_registry, "sm100_targets",
                       lambda: frozenset({"jax_sm100_gemm", "jax_sm100_gemm_residual"}))
   monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
+  # A driver that can run the kernels, whatever this machine's driver is.
+  monkeypatch.setattr(_backend, "cuda_driver_version", lambda: 13000, raising=False)
+  monkeypatch.setattr(_backend, "cuda_runtime_version", lambda: 13000, raising=False)
   state = types.SimpleNamespace(asked=[], passed=True)
 
   def ensure(family, backend):
