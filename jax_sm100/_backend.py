@@ -3,6 +3,7 @@ handlers ('cpu_ffi') or 'reference'."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -76,21 +77,105 @@ def _compute_capability(dev) -> tuple[int, int] | None:
     return None
 
 
+# The oldest NVIDIA driver branch for each CUDA major version (CUDA's minor version
+# compatibility: code built with any CUDA X.y runs on a driver that supports CUDA X.0).
+DRIVER_FLOOR = {11: 450, 12: 525, 13: 580}
+
+
+def _extension_int(name: str) -> int | None:
+  """An int the extension reports through `name()`; None where this build has no such
+  function (an older build) or the call fails."""
+  fn = getattr(_ffi_registry._ffi, name, None) if _ffi_registry._ffi is not None else None
+  if fn is None:
+    return None
+  try:
+    return int(fn())
+  except Exception:  # a broken query must not break dispatch; the check is skipped
+    return None
+
+
+def cuda_driver_version() -> int | None:
+  """The newest CUDA version the installed driver supports, as cudaDriverGetVersion
+  reports it to the extension (e.g. 12080 for CUDA 12.8; 0: no driver); None when this
+  build cannot say."""
+  return _extension_int("driver_version")
+
+
+def cuda_runtime_version() -> int | None:
+  """The CUDA runtime the kernels were built with (e.g. 13000); 0 for a build without
+  CUDA; None when this build cannot say."""
+  return _extension_int("runtime_version")
+
+
+def cuda_version_str(v: int) -> str:
+  """12080 -> '12.8' (CUDA's encoding: 1000 * major + 10 * minor)."""
+  return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def driver_too_old() -> str | None:
+  """None when the driver can run the kernels (or the build cannot tell), else a
+  sentence saying why it cannot (why_reference's answer).
+
+  The kernels need a driver that supports the major CUDA version they were built with
+  (CUDA 13 needs driver branch 580 or newer); within one major version an older minor
+  is enough (minor version compatibility: the kernels are machine code, nothing is
+  JIT-compiled). A CUDA 12 driver (older than 580: enough for jax[cuda12]) cannot run
+  CUDA 13 kernels: the ops take the reference path rather than fail to launch.
+
+  Not checked when the build cannot say (an older extension), has no CUDA, or no driver
+  answers (driver version 0: a machine without an NVIDIA driver has no CUDA device for
+  the ops to take a kernel path on; tests fake such devices)."""
+  runtime, driver = cuda_runtime_version(), cuda_driver_version()
+  if not runtime or not driver:
+    return None
+  major = runtime // 1000
+  if driver >= major * 1000:
+    return None
+  floor = DRIVER_FLOOR.get(major)
+  need = (f"driver >= {floor} for CUDA {major}" if floor else
+          f"a driver for CUDA {major}")
+  return (f"the CUDA driver supports CUDA {cuda_version_str(driver)} but the kernels "
+          f"need CUDA {major}.0 or newer (built with CUDA {cuda_version_str(runtime)}; "
+          f"{need}); taking the reference path")
+
+
+_warned_old_driver = False
+
+
+def _warn_old_driver(msg: str) -> None:
+  """Warns once per process that the driver is too old for the kernels."""
+  global _warned_old_driver
+  if not _warned_old_driver:
+    _warned_old_driver = True
+    warnings.warn(f"jax_sm100: {msg}. Update the NVIDIA driver to run the kernels.",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _arch_backend(cc, archs) -> str | None:
+  """'sm90' / 'sm100' when the build has kernels for compute capability `cc`, else None."""
+  if cc == (9, 0) and "sm_90a" in archs:
+    return "sm90"
+  if cc == (10, 0) and "sm_100a" in archs and _ffi_registry.sm100_targets():
+    return "sm100"
+  return None
+
+
 def _device_backend() -> str:
-  """Backend from the default device and the compiled archs (no env check)."""
+  """Backend from the default device, the compiled archs and the driver (no env check)."""
   if not _ffi_registry.has_cuda():
     if _ffi_registry._ffi is not None:
       dev = _default_device()
       if _compute_capability(dev) == (9, 0):
         _ffi_registry.warn_no_kernels(getattr(dev, "device_kind", "sm_90 GPU"))
     return "reference"
-  cc = _compute_capability(_default_device())
-  archs = _ffi_registry.cuda_archs()
-  if cc == (9, 0) and "sm_90a" in archs:
-    return "sm90"
-  if cc == (10, 0) and "sm_100a" in archs and _ffi_registry.sm100_targets():
-    return "sm100"
-  return "reference"
+  name = _arch_backend(_compute_capability(_default_device()), _ffi_registry.cuda_archs())
+  if name is None:
+    return "reference"
+  old = driver_too_old()
+  if old is not None:
+    _warn_old_driver(old)
+    return "reference"
+  return name
 
 
 def _cpu_ffi_selected() -> bool:
@@ -107,7 +192,9 @@ def backend() -> str:
   JAX_SM100_FORCE_REFERENCE=1 or JAX_SM100_BACKEND=reference, when the package
   was built without CUDA kernels, or when the default device is not a GPU whose
   architecture has kernels in this build ('sm90': compute capability 9.0 with
-  sm_90a code; 'sm100': 10.0 with sm_100a code and at least one sm100 kernel).
+  sm_90a code; 'sm100': 10.0 with sm_100a code and at least one sm100 kernel), or
+  when the NVIDIA driver is too old for the CUDA version the kernels were built with
+  (a warning says so once; see driver_too_old).
   JAX_SM100_FORCE_REFERENCE=1 wins over JAX_SM100_BACKEND. Each op additionally
   needs its FFI target registered and a supported dtype/shape, else it uses the
   reference for that call. On 'sm100' (UNPROVEN_BACKENDS: never run on hardware by
@@ -146,6 +233,10 @@ def why_reference() -> str:
   if cc is None:
     return f"the default device ({dev.platform}, {dev.device_kind}) is not a CUDA GPU"
   archs = _ffi_registry.cuda_archs()
+  if _arch_backend(cc, archs) is not None:
+    old = driver_too_old()
+    if old is not None:
+      return old
   if cc == (10, 0) and "sm_100a" in archs and not _ffi_registry.sm100_targets():
     return ("this build has sm_100a code but no sm_100a kernel (compute capability 10.0); "
             "every op takes the reference path")

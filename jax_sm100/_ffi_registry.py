@@ -1,6 +1,7 @@
 """Loads the compiled extension and registers its FFI handlers with XLA.
 
-The extension is the one list of FFI targets (ffi/src/targets.h, exported as
+The extension (libjax_sm100_ffi.so, a C-ABI library loaded by jax_sm100/_ffi.py with
+ctypes) is the one list of FFI targets (ffi/src/targets.h, exported as
 `_ffi.target_names()`, `_ffi.registrations()`, `_ffi.cpu_registrations()`,
 `_ffi.sm100_targets()`); this module keeps no copy of it. The CUDA handlers are
 registered for platform CUDA (builds with CUDA), the CPU handlers, which every
@@ -29,9 +30,16 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _SM90_MODELS = ("H100", "H200", "H800", "H20", "GH200")
 
 
+# The compiled library that jax_sm100/_ffi.py loads (its LIBRARY_NAME; named here too
+# because this module must work when _ffi does not import).
+_LIBRARY_NAMES = ("libjax_sm100_ffi.so", "jax_sm100_ffi.dll")
+
+
 def _has_compiled_module(pkg_dir: str) -> bool:
-  return bool(glob.glob(os.path.join(pkg_dir, "_ffi*.so")) or
-              glob.glob(os.path.join(pkg_dir, "_ffi*.pyd")))
+  """True when pkg_dir holds a build: the compiled library and its loader _ffi.py (a
+  source checkout has the loader only)."""
+  return (os.path.isfile(os.path.join(pkg_dir, "_ffi.py"))
+          and any(os.path.isfile(os.path.join(pkg_dir, n)) for n in _LIBRARY_NAMES))
 
 
 def _installed_elsewhere() -> list[str]:
@@ -50,10 +58,9 @@ def _load_failure_message(exc: BaseException) -> str:
   head = "jax_sm100: the compiled extension jax_sm100._ffi could not be loaded"
   tail = " Every op uses the pure-JAX reference path."
   if _has_compiled_module(_PKG_DIR):
-    return (f"{head} ({type(exc).__name__}: {exc}). It was probably built against "
-            "another jax/jaxlib than the one installed: rebuild it with `pip install "
-            "--no-build-isolation --force-reinstall --no-deps .` from the source "
-            "checkout." + tail)
+    return (f"{head} ({type(exc).__name__}: {exc}). Reinstall the package, or rebuild "
+            "it with `pip install --no-build-isolation --force-reinstall --no-deps .` "
+            "from the source checkout." + tail)
   checkout = os.path.dirname(_PKG_DIR)
   others = _installed_elsewhere()
   if others:
@@ -73,7 +80,8 @@ def _load_failure_message(exc: BaseException) -> str:
 try:
   _ffi = importlib.import_module("jax_sm100._ffi")
   load_error: str | None = None
-except ImportError as e:  # source checkout without a build, or ABI mismatch
+except ImportError as e:
+  # No build (a source checkout), a library that does not load, or a C ABI mismatch.
   _ffi = None
   load_error = f"{type(e).__name__}: {e}"
   warnings.warn(_load_failure_message(e), RuntimeWarning, stacklevel=2)

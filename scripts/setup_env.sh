@@ -33,7 +33,7 @@ python -m pip install -q --upgrade pip
 # (Debian 12 has 3.25) does not matter. Keep these in step with pyproject.toml's
 # [build-system] requires and CMakeLists.txt's cmake_minimum_required
 # (tests/test_setup.py checks both).
-python -m pip install -q "scikit-build-core>=0.11" "nanobind>=2.4" "cmake>=3.26" ninja \
+python -m pip install -q "scikit-build-core>=0.11" "cmake>=3.26" ninja \
   "jax>=0.5" "jaxlib>=0.5" "flax>=0.10" optax "pytest>=7" matplotlib
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
@@ -67,8 +67,8 @@ _jax_sm100_show() {
   if [[ $line =~ ^[[:space:]]*(\[[[:space:]]*[0-9]+(/[0-9]+|%)\])[[:space:]](.*)$ ]]; then
     step="${BASH_REMATCH[1]}"
     desc="${BASH_REMATCH[3]}"
-    # "CMakeFiles/_ffi.dir/ffi/src/x.cu.o" -> "ffi/src/x.cu.o"; nanobind's own
-    # sources (in site-packages) -> "nanobind/src/x.cpp.o".
+    # "CMakeFiles/jax_sm100_ffi.dir/ffi/src/x.cu.o" -> "ffi/src/x.cu.o"; a source
+    # in site-packages -> its path below site-packages.
     if [[ $desc =~ ^(.*)CMakeFiles/[^/]*\.dir/(.*)$ ]]; then
       desc="${BASH_REMATCH[1]}${BASH_REMATCH[2]}"
     fi
@@ -128,7 +128,7 @@ if ! python -m pip install -v --no-build-isolation "$repo[flax,test]" 2>&1 \
 fi
 
 # The truth about what was built, from the installed extension. From / so the
-# checkout's jax_sm100/ (no compiled _ffi) cannot shadow the install.
+# checkout's jax_sm100/ (no compiled library) cannot shadow the install.
 JAX_SM100_KERNELS="$(cd / && python -c '
 from jax_sm100 import _ffi
 print(" ".join(_ffi.cuda_archs()) if _ffi.has_cuda() else "none")')"

@@ -1,12 +1,14 @@
 """backend(): capability detection, the force-reference switch, registration,
 and import without the compiled module."""
 import os
+import re
 import subprocess
 import sys
 import types
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jax_sm100
@@ -23,11 +25,16 @@ def built_with(monkeypatch):
   """Pretend the extension was built with CUDA for the given archs."""
   monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
 
-  def set_(archs=("sm_90a", "sm_100a"), sm100=frozenset(), device=None):
+  def set_(archs=("sm_90a", "sm_100a"), sm100=frozenset(), device=None, driver=13000,
+           runtime=13000):
     monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: True)
     monkeypatch.setattr(_ffi_registry, "cuda_archs", lambda: tuple(archs))
     monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: frozenset(sm100))
     monkeypatch.setattr(_backend, "_default_device", lambda: device)
+    # The driver and the kernels' CUDA version, independent of this machine's driver.
+    monkeypatch.setattr(_backend, "cuda_driver_version", lambda: driver)
+    monkeypatch.setattr(_backend, "cuda_runtime_version", lambda: runtime)
+    monkeypatch.setattr(_backend, "_warned_old_driver", False)
   return set_
 
 
@@ -80,6 +87,123 @@ def test_force_reference_rejects_other_values(monkeypatch):
   monkeypatch.setenv(_backend.FORCE_REFERENCE_ENV, "please")
   with pytest.raises(ValueError, match=r"JAX_SM100_FORCE_REFERENCE='please': expected 1"):
     jax_sm100.backend()
+
+
+# ---------------------------------------------------------------------------
+# The CUDA driver must support the CUDA major version the kernels were built with
+# ---------------------------------------------------------------------------
+
+def _too_old(driver, runtime, floor):
+  """The sentence why_reference() gives (the wording users see, spelled out here)."""
+  d, r = f"{driver // 1000}.{driver % 1000 // 10}", f"{runtime // 1000}.{runtime % 1000 // 10}"
+  major = runtime // 1000
+  return (f"the CUDA driver supports CUDA {d} but the kernels need CUDA {major}.0 or newer "
+          f"(built with CUDA {r}; driver >= {floor} for CUDA {major}); taking the reference "
+          "path")
+
+
+@pytest.mark.parametrize("cc,sm100,driver,runtime,want", [
+    ("9.0", (), 12080, 13000, "reference"),    # jax[cuda12] on a CUDA 12.8 driver
+    ("9.0", (), 12090, 13020, "reference"),
+    ("9.0", (), 11080, 12080, "reference"),    # a CUDA 12 build on a CUDA 11 driver
+    ("10.0", ("jax_sm100_gemm",), 12080, 13000, "reference"),
+    ("9.0", (), 13000, 13000, "sm90"),
+    ("9.0", (), 13000, 13020, "sm90"),         # minor version compatibility: 13.2 on 13.0
+    ("9.0", (), 13020, 13000, "sm90"),
+    ("9.0", (), 12000, 12080, "sm90"),         # a CUDA 12 build on a CUDA 12.0 driver
+    ("10.0", ("jax_sm100_gemm",), 13000, 13000, "sm100"),
+    ("9.0", (), None, 13000, "sm90"),          # an older build cannot say: not checked
+    ("9.0", (), 12080, None, "sm90"),
+    ("9.0", (), 0, 13000, "sm90"),             # no driver answered: not checked
+])
+def test_driver_too_old_takes_the_reference_path(built_with, cc, sm100, driver, runtime, want):
+  built_with(sm100=sm100, device=_device(cc=cc), driver=driver, runtime=runtime)
+  if want == "reference":
+    msg = _too_old(driver, runtime, {12: 525, 13: 580}[runtime // 1000])
+    with pytest.warns(RuntimeWarning, match=re.escape(msg) + r"\. Update the NVIDIA driver"):
+      assert jax_sm100.backend() == "reference"
+    assert _backend.why_reference() == msg
+    assert _backend.context() == _backend.Context("reference", frozenset(), _backend.context().tuning)
+  else:
+    assert jax_sm100.backend() == want
+    assert _backend.driver_too_old() is None
+
+
+def test_old_driver_warns_once_and_other_reasons_come_first(built_with, recwarn):
+  built_with(device=_device(cc="9.0"), driver=12080, runtime=13000)
+  assert jax_sm100.backend() == "reference"
+  assert jax_sm100.backend() == "reference"
+  assert len([w for w in recwarn if "driver supports CUDA 12.8" in str(w.message)]) == 1
+  # No kernels for the GPU at all: that is the reason, whatever the driver.
+  built_with(device=_device(cc="8.0"), driver=12080, runtime=13000)
+  assert _backend.why_reference().startswith("no kernels for compute capability 8.0")
+  # The switches still win.
+  built_with(device=_device(cc="9.0"), driver=12080, runtime=13000)
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setenv(_backend.FORCE_REFERENCE_ENV, "1")
+    assert _backend.why_reference() == "JAX_SM100_FORCE_REFERENCE is set"
+
+
+def test_old_driver_ops_never_launch(built_with, monkeypatch, rng):
+  # Every target registered, a Hopper GPU, a CUDA 12.8 driver and CUDA 13 kernels: the ops
+  # compute on the reference path and no FFI call is ever traced.
+  built_with(device=_device(cc="9.0"), driver=12080, runtime=13000)
+  monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
+  monkeypatch.delenv(_ffi_registry.DISABLE_TARGETS_ENV, raising=False)
+
+  def no_launch(*a, **k):
+    raise AssertionError("an FFI call was traced with a driver too old for the kernels")
+  monkeypatch.setattr(jax.ffi, "ffi_call", no_launch)
+  jax.clear_caches()
+  a = rng.standard_normal((40, 72)).astype(np.float32)
+  b = rng.standard_normal((72, 24)).astype(np.float32)
+  with pytest.warns(RuntimeWarning, match="driver supports CUDA 12.8"):
+    got = jax_sm100.matmul(jnp.asarray(a, jnp.bfloat16), jnp.asarray(b, jnp.bfloat16),
+                           out_dtype=jnp.float32)
+  a64 = np.asarray(jnp.asarray(a, jnp.bfloat16).astype(jnp.float32), np.float64)
+  b64 = np.asarray(jnp.asarray(b, jnp.bfloat16).astype(jnp.float32), np.float64)
+  want = a64 @ b64
+  tol = 2 * 72 * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 2.0**-24 * np.abs(want)
+  assert np.all(np.abs(np.asarray(got, np.float64) - want) <= tol)
+  y = jax_sm100.fp8_dot(jnp.asarray(a, jnp.bfloat16), jnp.asarray(b, jnp.bfloat16))
+  assert y.shape == (40, 24)
+  msg = _too_old(12080, 13000, 580)
+  decisions = jax_sm100.tuning.explain(jax_sm100.fp8_dot, jax.ShapeDtypeStruct((40, 72), jnp.bfloat16),
+                                       jax.ShapeDtypeStruct((72, 24), jnp.bfloat16))
+  assert decisions and all(d.path == "reference" and d.why == f"backend() is 'reference': {msg}"
+                           for d in decisions), decisions
+  jax.clear_caches()
+
+
+def test_driver_and_runtime_versions_come_from_the_extension(monkeypatch):
+  fake = types.SimpleNamespace(driver_version=lambda: 12080, runtime_version=lambda: 13000)
+  monkeypatch.setattr(_ffi_registry, "_ffi", fake)
+  assert (_backend.cuda_driver_version(), _backend.cuda_runtime_version()) == (12080, 13000)
+  assert _backend.driver_too_old() == _too_old(12080, 13000, 580)
+  fake.driver_version = lambda: 13010
+  assert _backend.driver_too_old() is None
+  # An older build without these functions, a failing query, no extension: not checked.
+  monkeypatch.setattr(_ffi_registry, "_ffi", types.SimpleNamespace())
+  assert _backend.cuda_driver_version() is None and _backend.driver_too_old() is None
+
+  def broken():
+    raise OSError("no libcuda")
+  monkeypatch.setattr(_ffi_registry, "_ffi", types.SimpleNamespace(driver_version=broken,
+                                                                   runtime_version=lambda: 13000))
+  assert _backend.cuda_driver_version() is None and _backend.driver_too_old() is None
+  monkeypatch.setattr(_ffi_registry, "_ffi", None)
+  assert _backend.cuda_runtime_version() is None and _backend.driver_too_old() is None
+
+
+def test_this_build_reports_consistent_cuda_versions():
+  driver, runtime = _backend.cuda_driver_version(), _backend.cuda_runtime_version()
+  if runtime is None:
+    pytest.skip("this build of the extension does not report its CUDA runtime version")
+  assert isinstance(runtime, int) and isinstance(driver, int) and driver >= 0
+  if _ffi_registry.has_cuda():
+    assert runtime >= 12000, runtime
+  else:
+    assert runtime == 0, runtime
 
 
 # ---------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def _sass(arch):
     # cuobjdump runs nvdisasm for SASS: look for it beside cuobjdump too.
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(exe) + os.pathsep + env.get("PATH", "")
-    out = subprocess.run([exe, "--dump-sass", "--gpu-architecture", arch, _ffi.__file__],
+    out = subprocess.run([exe, "--dump-sass", "--gpu-architecture", arch, _ffi.library_path()],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, f"cuobjdump failed: {out.stderr.strip()}"
     return out.stdout

@@ -338,7 +338,7 @@ def _need_arch(arch):
 @functools.lru_cache(maxsize=None)
 def _extension_sass(arch):
   """parse_sass of the extension's code for `arch` (disassembled once per session)."""
-  return parse_sass(_cuobjdump("-sass", "-arch", arch, _ffi.__file__))
+  return parse_sass(_cuobjdump("-sass", "-arch", arch, _ffi.library_path()))
 
 
 @pytest.fixture(scope="module")
@@ -381,7 +381,7 @@ def test_sm100_gemm_instructions(sm100_gemm):
 
 
 def test_sm100_gemm_resource_usage(sm100_gemm, capsys):
-  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.__file__))
+  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))
   kernels = sorted({_base(n) for n in sm100_gemm})
   missing = [n for n in kernels if n not in usage]
   assert not missing, f"no -res-usage entry for {missing}"
@@ -409,6 +409,6 @@ def test_no_trap_stubs(arch):
   reverse)."""
   _need_arch(arch)
   functions = _extension_sass(arch)
-  assert functions, f"no {arch} functions in {_ffi.__file__}"
+  assert functions, f"no {arch} functions in {_ffi.library_path()}"
   stubs = sorted(n for n, body in functions.items() if is_stub(body))
   assert not stubs, f"{len(stubs)} trap stubs in the {arch} code, e.g. {stubs[:3]}"

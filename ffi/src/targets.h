@@ -1,4 +1,4 @@
-// The registration table: the one list of the extension's XLA FFI targets. module.cc
+// The registration table: the one list of the extension's XLA FFI targets. c_api.cc
 // hands it to Python (target_names(), registrations(), cpu_registrations(),
 // sm100_targets()); Python keeps no copy of it.
 //
