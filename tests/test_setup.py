@@ -55,6 +55,18 @@ def test_setup_installs_what_the_build_needs():
   assert re.search(r"\bninja\b", text), "scripts/setup_env.sh does not install ninja"
 
 
+def test_wheel_is_built_against_the_declared_jax_floor():
+  # The wheel's FFI headers come from the oldest jaxlib the package accepts: the floor in
+  # scripts/build_wheel.sh, pyproject's dependencies and its build requirements agree.
+  floor = re.search(r'^JAX_FLOOR="([0-9.]+)"', (REPO / "scripts" / "build_wheel.sh").read_text(),
+                    re.M).group(1)
+  major_minor = ".".join(floor.split(".")[:2])
+  project = _pyproject()
+  assert f"jax>={major_minor}" in project["project"]["dependencies"]
+  for name in ("jax", "jaxlib"):
+    assert f"{name}>={major_minor}" in project["build-system"]["requires"]
+
+
 def test_license_is_apache_2_and_declared():
   text = (REPO / "LICENSE").read_text()
   assert "Apache License" in text and "Version 2.0, January 2004" in text
