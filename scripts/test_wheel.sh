@@ -22,11 +22,12 @@ for p in "${parts[@]}"; do
 done
 export PATH="$clean_path"
 if command -v nvcc >/dev/null 2>&1; then echo "[wheel-test] nvcc still on PATH" >&2; exit 1; fi
-"$venv/bin/python" -c "import jax, jax_sm100, jax_sm100._ffi as f; print('[wheel-test] jax', jax.__version__, \
-'| jax_sm100 from', jax_sm100.__file__, '| archs', f.cuda_archs(), '| backend', jax_sm100.backend())"
 export JAX_SM100_EXPECT_KERNELS=1
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 cd "$work"  # not the checkout: its jax_sm100/ would shadow the installed wheel
+"$venv/bin/python" -c "import jax, jax_sm100, jax_sm100._ffi as f; print('[wheel-test] jax', jax.__version__, \
+'| jax_sm100 from', jax_sm100.__file__, '| archs', f.cuda_archs(), '| backend', jax_sm100.backend()); \
+assert '$venv' in jax_sm100.__file__ and f.has_cuda(), 'not the installed wheel, or no kernels'"
 set +e
 "$venv/bin/python" -m pytest -ra -p no:cacheprovider "$@" "$repo/tests"
 rc=$?
