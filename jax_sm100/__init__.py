@@ -2,7 +2,8 @@
 
 Public ops (all jittable, vmappable, reverse-mode differentiable where noted):
   matmul, matmul_residual, quantize_fp8_blockwise, fp8_blockwise_matmul,
-  fp8_dot, dot_general, fp8_dot_general, backend().
+  fp8_dot, dot_general, fp8_dot_general, backend(); MXFP8 (reference path on every
+  backend, no kernel yet): quantize_mxfp8, mxfp8_matmul, mxfp8_dot, mxfp8_dot_general.
 Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
 
 Every op runs the compiled kernel when backend() is 'sm90'/'sm100', its FFI
@@ -19,6 +20,7 @@ from jax_sm100._backend import FORCE_REFERENCE_ENV, backend
 from jax_sm100._dot_general import dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
 from jax_sm100._matmul import matmul, matmul_residual
+from jax_sm100._mxfp8 import mxfp8_dot, mxfp8_dot_general, mxfp8_matmul, quantize_mxfp8
 
 if _ffi_registry._ffi is not None:
   from jax_sm100 import _ffi  # noqa: F401  (the compiled module)
@@ -27,8 +29,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FORCE_REFERENCE_ENV", "backend", "dot_general", "fp8_blockwise_matmul",
-    "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual",
-    "quantize_fp8_blockwise", "tuning",
+    "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual", "mxfp8_dot",
+    "mxfp8_dot_general", "mxfp8_matmul", "quantize_fp8_blockwise", "quantize_mxfp8",
+    "tuning",
 ]
 
 
