@@ -104,7 +104,8 @@ def run(variant: str, args) -> dict:
     print(f"--tp {args.tp} does not divide {n} device(s): tensor-parallel axis of 1")
   mesh = jax.make_mesh((n // tp, tp), ("data", "model"),
                        axis_types=(AxisType.Auto,) * 2)
-  dense = Dense if variant == "bf16" else Fp8Dense
+  # "xla": the same model on flax's own Dense (XLA's dot), for the step-time comparison.
+  dense = {"bf16": Dense, "fp8": Fp8Dense, "xla": nn.Dense}[variant]
   model = Model(dense, args.width, args.hidden, args.depth)
   rng = np.random.default_rng(0)
   teacher = jnp.asarray(rng.standard_normal((args.width, args.width)) / np.sqrt(args.width))
@@ -147,7 +148,8 @@ def parse(argv=None):
   p.add_argument("--depth", type=int, default=2)
   p.add_argument("--batch", type=int, default=1024)
   p.add_argument("--lr", type=float, default=3e-3)
-  p.add_argument("--variants", default="bf16,fp8")
+  p.add_argument("--variants", default="bf16,fp8",
+                 help="comma-separated: bf16, fp8 (our dot_generals), xla (flax's Dense)")
   return p.parse_args(argv)
 
 
