@@ -91,3 +91,20 @@ def batch_shape(op: str, *named_shapes) -> tuple[int, ...]:
     desc = ", ".join(f"{n} {tuple(s)}" for n, s in named_shapes)
     raise ValueError(f"jax_sm100.{op}: the leading (batch) dims must match or "
                      f"broadcast; got {desc}.") from None
+
+
+def fp8_operands(op: str, a, b, a_scale, b_scale):
+  """The FP8 GEMM operands a (M, K) and b (N, K) with their scales as arrays, checked for
+  dtype, rank and a common K (scale shapes are the caller's: they differ per format).
+  Returns (a, b, a_scale, b_scale, m, n, k)."""
+  a, b = as_array(op, "a", a), as_array(op, "b", b)
+  a_scale, b_scale = as_array(op, "a_scale", a_scale), as_array(op, "b_scale", b_scale)
+  check_dtype(op, "a", a, FP8_DTYPES)
+  check_dtype(op, "b", b, FP8_DTYPES)
+  check_rank(op, "a", a, 2, "(M, K)", max_rank=2)
+  check_rank(op, "b", b, 2, "(N, K)", max_rank=2)
+  (m, k), (n, kb) = a.shape, b.shape
+  if k != kb:
+    raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
+                     f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
+  return a, b, a_scale, b_scale, m, n, k

@@ -87,12 +87,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None,
   return matmul(a, b, out_dtype=out).reshape(batch + m_shape + n_shape)
 
 
-def fp8_dot_general(lhs, rhs, dimension_numbers, precision=None,
-                    preferred_element_type=None, **kwargs):
-  """jax.lax.dot_general computed in FP8 (jax_sm100.fp8_dot) for the dense-layer
-  pattern: no batch dims, lhs contracting its trailing dims with rhs's leading
-  dims. Everything else (batch dims, other layouts, precision or sharding
-  requests) goes to lax.dot_general unchanged."""
+def dense_or_lax(dot, lhs, rhs, dimension_numbers, precision, preferred_element_type, kwargs):
+  """`dot(x (M, K), w (K, N), out_dtype=...)` for the dense-layer pattern (lhs's trailing
+  dims contracted with rhs's leading dims, no batch dims), reshaped back; anything else to
+  lax.dot_general unchanged."""
   m = _match(lhs, rhs, dimension_numbers, precision, preferred_element_type, kwargs)
   if m is None or m[0]:
     return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
@@ -100,4 +98,14 @@ def fp8_dot_general(lhs, rhs, dimension_numbers, precision=None,
   _, m_shape, k, n_shape, out = m
   x = lhs.reshape((math.prod(m_shape), k))
   w = rhs.reshape((k, math.prod(n_shape)))
-  return fp8_dot(x, w, out_dtype=out).reshape(m_shape + n_shape)
+  return dot(x, w, out_dtype=out).reshape(m_shape + n_shape)
+
+
+def fp8_dot_general(lhs, rhs, dimension_numbers, precision=None,
+                    preferred_element_type=None, **kwargs):
+  """jax.lax.dot_general computed in FP8 (jax_sm100.fp8_dot) for the dense-layer
+  pattern: no batch dims, lhs contracting its trailing dims with rhs's leading
+  dims. Everything else (batch dims, other layouts, precision or sharding
+  requests) goes to lax.dot_general unchanged."""
+  return dense_or_lax(fp8_dot, lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                      kwargs)

@@ -111,18 +111,7 @@ def fp8_blockwise_matmul(a, a_scale, b, b_scale, *, c=None, beta=1.0,
     fp8_dot for training.
   """
   op = "fp8_blockwise_matmul"
-  a = _checks.as_array(op, "a", a)
-  b = _checks.as_array(op, "b", b)
-  a_scale = _checks.as_array(op, "a_scale", a_scale)
-  b_scale = _checks.as_array(op, "b_scale", b_scale)
-  _checks.check_dtype(op, "a", a, _checks.FP8_DTYPES)
-  _checks.check_dtype(op, "b", b, _checks.FP8_DTYPES)
-  _checks.check_rank(op, "a", a, 2, "(M, K)", max_rank=2)
-  _checks.check_rank(op, "b", b, 2, "(N, K)", max_rank=2)
-  (m, k), (n, kb) = a.shape, b.shape
-  if k != kb:
-    raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
-                     f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
+  a, b, a_scale, b_scale, m, n, k = _checks.fp8_operands(op, a, b, a_scale, b_scale)
   a_scale_transposed = _checks.static_bool(op, "a_scale_transposed", a_scale_transposed)
   if a_scale_transposed:
     _check_scale(op, "a_scale", a_scale, (cdiv(k, BLOCK), m),

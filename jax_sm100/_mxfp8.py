@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from jax_sm100 import _autodiff, _checks
-from jax_sm100._dot_general import _match
+from jax_sm100._dot_general import dense_or_lax
 from jax_sm100._util import cdiv
 
 # Elements per scale (the OCP MX block size k).
@@ -169,18 +169,7 @@ def mxfp8_matmul(a, a_scale, b, b_scale, *, out_dtype=jnp.bfloat16):
     differentiable (its inputs are quantized); use mxfp8_dot for training.
   """
   op = "mxfp8_matmul"
-  a = _checks.as_array(op, "a", a)
-  b = _checks.as_array(op, "b", b)
-  a_scale = _checks.as_array(op, "a_scale", a_scale)
-  b_scale = _checks.as_array(op, "b_scale", b_scale)
-  _checks.check_dtype(op, "a", a, _checks.FP8_DTYPES)
-  _checks.check_dtype(op, "b", b, _checks.FP8_DTYPES)
-  _checks.check_rank(op, "a", a, 2, "(M, K)", max_rank=2)
-  _checks.check_rank(op, "b", b, 2, "(N, K)", max_rank=2)
-  (m, k), (n, kb) = a.shape, b.shape
-  if k != kb:
-    raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
-                     f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
+  a, b, a_scale, b_scale, m, n, k = _checks.fp8_operands(op, a, b, a_scale, b_scale)
   _check_scale(op, "a_scale", a_scale, (m, cdiv(k, MX_BLOCK)), "(M, ceil(K/32))")
   _check_scale(op, "b_scale", b_scale, (n, cdiv(k, MX_BLOCK)), "(N, ceil(K/32))")
   out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.bfloat16)
@@ -272,11 +261,5 @@ def mxfp8_dot_general(lhs, rhs, dimension_numbers, precision=None,
   dense-layer pattern: no batch dims, lhs contracting its trailing dims with rhs's
   leading dims. Everything else (batch dims, other layouts, precision or sharding
   requests) goes to lax.dot_general unchanged."""
-  m = _match(lhs, rhs, dimension_numbers, precision, preferred_element_type, kwargs)
-  if m is None or m[0]:
-    return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
-                           preferred_element_type=preferred_element_type, **kwargs)
-  _, m_shape, k, n_shape, out = m
-  x = lhs.reshape((math.prod(m_shape), k))
-  w = rhs.reshape((k, math.prod(n_shape)))
-  return mxfp8_dot(x, w, out_dtype=out).reshape(m_shape + n_shape)
+  return dense_or_lax(mxfp8_dot, lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                      kwargs)
