@@ -194,6 +194,42 @@ def test_matmul_grad_patterns(kernels, rng, mesh_name, pattern):
 
 
 @needs8
+@pytest.mark.parametrize("mesh_name", list(MESHES))
+@pytest.mark.parametrize("residual", [False, True])
+def test_row_parallel_sharded_output_reduce_scatters(kernels, rng, mesh_name, residual):
+  """K sharded and the output sharded along M over the same axis (a row-parallel layer
+  feeding sequence-parallel code): one reduce-scatter of the partials, no all-reduce,
+  no more bytes than XLA's dot; beta*C still added once."""
+  mesh = mesh_of(mesh_name)
+  _, ax = axes_of(mesh_name)
+  a, b, c = bf16(rng, (256, 512)), bf16(rng, (512, 1024)), bf16(rng, (256, 1024), 4.0)
+  A, B, C = put(mesh, a, P(None, ax)), put(mesh, b, P(ax, None)), put(mesh, c, P())
+  out = NamedSharding(mesh, P(ax, None))
+  if residual:
+    f = lambda a, b, c: jax_sm100.matmul_residual(a, b, c, alpha=0.5, beta=2.0)
+    fx = lambda a, b, c: (0.5 * jnp.dot(a, b) + 2.0 * c).astype(c.dtype)
+    args, plain = (A, B, C), (a, b, c)
+  else:
+    f, fx = (lambda a, b: jax_sm100.matmul(a, b)), (lambda a, b: jnp.dot(a, b))
+    args, plain = (A, B), (a, b)
+
+  def colls(fn):
+    text = jax.jit(fn, out_shardings=out).lower(*args).compile().as_text()
+    found = []
+    for shape, kind in _COLL.findall(text):
+      nbytes = sum(_BYTES.get(dt, 4) * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
+                   for dt, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape))
+      found.append((kind, nbytes))
+    return sorted(found)
+  ours, xla = colls(f), colls(fx)
+  assert kinds(ours) == ["reduce-scatter"], (ours, xla)
+  assert total(ours) <= total(xla), (ours, xla)
+  got = jax.jit(f, out_shardings=out)(*args)
+  assert got.sharding.is_equivalent_to(out, got.ndim)
+  close(got, f(*plain))
+
+
+@needs8
 def test_batched_matmul_batch_sharded(kernels, rng):
   mesh = mesh_of("2x4")
   a, b = bf16(rng, (8, 64, 128)), bf16(rng, (8, 128, 256))

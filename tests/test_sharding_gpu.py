@@ -127,6 +127,19 @@ def test_fp8_dot_on_gpus(rng, mesh_name, pattern):
     close(got, ref, rel=2.0**-4)
 
 
+def test_row_parallel_sharded_output_on_gpus(rng):
+  """K and the output's M sharded over one axis: one reduce-scatter of the partials."""
+  from jax.sharding import NamedSharding
+  mesh = mesh_of("2")
+  a, b = bf16(rng, (512, 1024)), bf16(rng, (1024, 2048))
+  A, B = put(mesh, a, P(None, "x")), put(mesh, b, P("x", None))
+  f = jax.jit(jax_sm100.matmul, out_shardings=NamedSharding(mesh, P("x", None)))
+  text = f.lower(A, B).compile().as_text()
+  assert "reduce-scatter" in text and "all-reduce" not in text and "all-gather" not in text
+  assert 'custom_call_target="jax_sm100_gemm"' in text
+  close(f(A, B), jax_sm100.matmul(a, b))
+
+
 def test_train_sharded_example_on_gpus():
   """examples/train_sharded.py on a 1 x 2 data x model mesh of two GPUs: the kernels run,
   no tensor-parallel weight is all-gathered, the loss falls; step times beside XLA's dot."""

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "common/device.h"
+#include "common/launch.h"
 #include "common/quantize_problem.h"
 #include "targets.h"
 #include "jax_sm100/kernels/common/quantize_fp8.cuh"
@@ -99,11 +100,11 @@ cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scal
                         int64_t scale_t_ld) {
   auto kernel = quantize_dual_kernel<T, kQRows, kTRows>;
   constexpr int kSmem = DualSmem<T>::kBytes;
-  // Above the 48 KB default: opt in once per instantiation (not a stream operation, so
-  // also fine while XLA captures a command buffer).
-  static const cudaError_t attr_err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr_err != cudaSuccess) return attr_err;
+  // Above the 48 KB default: opt in once per instantiation and device.
+  using jax_sm100::host::set_smem_limit_once;
+  if (const cudaError_t e = set_smem_limit_once<quantize_dual_kernel<T, kQRows, kTRows>>(kSmem);
+      e != cudaSuccess)
+    return e;
   const bool aligned_x = (cols % kChunk) == 0 && (reinterpret_cast<uintptr_t>(x) % 16) == 0 &&
                          (reinterpret_cast<uintptr_t>(q) % 16) == 0;
   const bool aligned_t = (rows % kChunk) == 0 && (reinterpret_cast<uintptr_t>(qt) % 16) == 0;

@@ -24,7 +24,10 @@ operand is gathered on that dim (a documented fallback, visible in the HLO).
 
 The partial products of a sharded K are summed by one all-reduce in the output
 dtype: the bytes and numerics of XLA's own dot under the same sharding (each shard's
-partial is accumulated in fp32 by the kernel and rounded once). Operands listed as
+partial is accumulated in fp32 by the kernel and rounded once). When the result is
+sharded over the same mesh axis as K (a row-parallel layer whose output stays sharded,
+e.g. sequence parallelism), the sum is a reduce-scatter along that result dim instead
+(`_scatter_axes`). Operands listed as
 `once` (the residual C) enter only on the first K shard, so beta*C is added once.
 
 Inside shard_map (all mesh axes manual) and on one device custom_partitioning
@@ -93,6 +96,8 @@ def _plan(spec: Spec, mesh, arg_shapes, result_shapes):
         proposals[d] = ax
   reduction = _reduction_factors(spec)
   order = [f for f in sizes if f not in reduction] + [f for f in sizes if f in reduction]
+  scatter = _scatter_axes(spec, reduction, arg_shapes, result_shapes)
+  reserved = {a for axes in scatter.values() for a in axes}
   blocks = {}
   whole = set()
   for dims, shape in zip(spec.operands + spec.results, shapes):
@@ -103,7 +108,8 @@ def _plan(spec: Spec, mesh, arg_shapes, result_shapes):
           whole.add(d.base)   # a padded block dim: its base cannot shard
   used, plan = set(), {}
   for f in order:
-    axes = tuple(a for a in proposals.get(f, ()) if a not in used)
+    axes = tuple(a for a in proposals.get(f, ()) if a not in used and
+                 (f in reduction or a not in reserved))
     if f in whole:
       axes = ()
     n = math.prod(mesh.shape[a] for a in axes)
@@ -118,7 +124,39 @@ def _plan(spec: Spec, mesh, arg_shapes, result_shapes):
       axes = ()
     used.update(axes)
     plan[f] = axes
-  return plan
+  # A scatter survives only where its axes went to the reduction factor and the
+  # result dim divides evenly over its own axes and the scattered ones.
+  k_axes = {a for f in reduction for a in plan.get(f, ())}
+  scatter = {f: ax for f, ax in scatter.items()
+             if set(ax) <= k_axes and
+             sizes[f] % math.prod(mesh.shape[a] for a in plan.get(f, ()) + ax) == 0}
+  return plan, scatter
+
+
+def _scatter_axes(spec: Spec, reduction, arg_shapes, result_shapes):
+  """result factor -> mesh axes that shard both it (in the result's sharding) and a
+  reduction factor (in an operand's): the partial products are then reduce-scattered
+  along that result dim instead of all-reduced (the row-parallel layer whose output
+  stays sharded, e.g. sequence parallelism)."""
+  k_props, operand_props = set(), {}
+  for dims, x in zip(spec.operands, arg_shapes):
+    for d, ax in zip(dims, _spec_axes(getattr(x, "sharding", None), len(dims))):
+      if isinstance(d, str) and d in reduction:
+        k_props.update(ax)
+      elif isinstance(d, str):
+        operand_props.setdefault(d, set()).update(ax)
+  out = {}
+  if len(spec.results) != 1 or not k_props:
+    return out
+  # An axis an operand already shards the result dim with is that dim's (data
+  # parallelism; with the weight's K on it too, that is FSDP: gather the weight).
+  for dims, x in zip(spec.results, result_shapes):
+    for d, ax in zip(dims, _spec_axes(getattr(x, "sharding", None), len(dims))):
+      common = tuple(a for a in ax if a in k_props and a not in operand_props.get(d, ()) and
+                     all(a not in v for v in out.values()))
+      if isinstance(d, str) and d not in reduction and common:
+        out[d] = common
+  return out
 
 
 def _reduction_factors(spec: Spec):
@@ -127,11 +165,13 @@ def _reduction_factors(spec: Spec):
           if isinstance(d, str) and d not in out]
 
 
-def _pspec(dims, plan):
+def _pspec(dims, plan, scatter=None):
   entries = []
   for d in dims:
     f = d.base if isinstance(d, Block) else d
     ax = plan.get(f, ()) if f is not None else ()
+    if scatter and isinstance(d, str):
+      ax = ax + scatter.get(d, ())
     entries.append(None if not ax else ax[0] if len(ax) == 1 else ax)
   return P(*entries)
 
@@ -183,14 +223,16 @@ def sharded_call(fn: Callable, spec: Spec, *operands):
 
   def shardings(mesh, arg_shapes, result_shape):
     results = list(result_shape) if multiple else [result_shape]
-    plan = _plan(spec, mesh, arg_shapes, results)
+    plan, scatter = _plan(spec, mesh, arg_shapes, results)
     args = tuple(NamedSharding(mesh, _pspec(d, plan)) for d in spec.operands)
-    outs = [NamedSharding(mesh, _pspec(d, plan)) for d in spec.results]
-    return plan, args, (tuple(outs) if multiple else outs[0])
+    outs = [NamedSharding(mesh, _pspec(d, plan, scatter)) for d in spec.results]
+    return plan, scatter, args, (tuple(outs) if multiple else outs[0])
 
   def partition(mesh, arg_shapes, result_shape):
-    plan, args, outs = shardings(mesh, arg_shapes, result_shape)
+    plan, scatter, args, outs = shardings(mesh, arg_shapes, result_shape)
     k_axes = tuple(a for f in red for a in plan.get(f, ()))
+    scattered = {a for ax in scatter.values() for a in ax}
+    sum_axes = tuple(a for a in k_axes if a not in scattered)
 
     def lower(*ops):
       if k_axes and spec.once:
@@ -198,11 +240,15 @@ def sharded_call(fn: Callable, spec: Spec, *operands):
         ops = [jax.numpy.where(first, x, jax.numpy.zeros_like(x)) if i in spec.once else x
                for i, x in enumerate(ops)]
       out = fn(*ops)
-      return lax.psum(out, k_axes) if k_axes else out
+      if sum_axes:
+        out = lax.psum(out, sum_axes)
+      for f, ax in scatter.items():
+        out = lax.psum_scatter(out, ax, scatter_dimension=spec.results[0].index(f), tiled=True)
+      return out
     return mesh, lower, outs, args
 
   def infer(mesh, arg_shapes, result_shape):  # GSPMD (jax_use_shardy_partitioner=False)
-    return shardings(mesh, arg_shapes, result_shape)[2]
+    return shardings(mesh, arg_shapes, result_shape)[3]
 
   def sharding_rule(mesh, operand_types, result_types):
     shapes = [tuple(ir.RankedTensorType(t).shape) for t in operand_types + result_types]
