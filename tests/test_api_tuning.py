@@ -436,11 +436,14 @@ def test_sm100_tables_and_tilings():
   assert set(tuning.gemm_tilings(gpu(148, **B200))) == SM100_TILINGS
   assert set(tuning.gemm_tilings(gpu(132))) == GEMM_TILINGS
   assert set(tuning.gemm_tilings(jax.devices("cpu")[0])) == GEMM_TILINGS
-  # no FP8 kernel on sm100: fp8_config answers (from the sm90 table) rather than failing
+  # the sm100 FP8 kernel has one form: every choice is it, with or without the residual
   b200 = gpu(148, **B200)
-  assert tuning.fp8_config(4096, 7168, 16384, device=b200) == tuning.fp8_config(
-      4096, 7168, 16384, device=gpu(148))
-  assert "fp8" not in tuning.HEURISTICS["sm100"]
+  assert tuning.SM100_FP8_TILINGS == ((128, 128, 1, False),)
+  assert set(tuning.SM100_FP8_TILINGS) <= set(tuning.FP8_TILINGS)  # one FFI contract
+  for m, n, residual in ((4096, 7168, False), (64, 2112, True), (1, 8, False)):
+    assert tuning.fp8_config(m, n, 1024, residual=residual, device=b200) == tuning.Fp8Config(
+        128, 128, 1, False, 8)
+  assert tuning.fp8_config(4096, 7168, 16384, device=gpu(148)).block_m != 128  # sm90 table
 
 
 @pytest.fixture

@@ -109,7 +109,11 @@ def test_unproven_backends_is_sm100():
   assert _selftest_guard.unproven_backends() == {"sm100"}  # no test hook outside tests
   assert selftest.family_of("jax_sm100_gemm") == "gemm"
   assert selftest.family_of("jax_sm100_gemm_residual") == "gemm_residual"
-  assert selftest.family_of("jax_sm100_fp8_gemm") is None
+  assert selftest.family_of("jax_sm100_fp8_gemm") == "fp8_gemm"
+  assert selftest.family_of("jax_sm100_fp8_gemm_residual") == "fp8_gemm_residual"
+  assert selftest.family_of("jax_sm100_quantize_fp8") == "fp8_quantize"
+  assert selftest.family_of("jax_sm100_quantize_fp8_dual") == "fp8_quantize"
+  assert selftest.family_of("jax_sm100_no_such_target") is None
 
 
 def test_the_tolerance_is_far_below_a_layout_error(rng):
@@ -300,10 +304,11 @@ def test_a_proven_backend_runs_no_case(cpu_ffi, guard_state, monkeypatch, rng):
 
 
 def test_an_unguarded_target_on_an_unproven_backend_is_refused(guard_state, monkeypatch):
-  ctx = _backend.Context("sm100", frozenset({"jax_sm100_fp8_gemm"}))
-  why = _selftest_guard.refusal(ctx, "jax_sm100_fp8_gemm")
+  target = "jax_sm100_no_such_target"  # a target no family covers
+  ctx = _backend.Context("sm100", frozenset({target}))
+  why = _selftest_guard.refusal(ctx, target)
   assert "no known-answer self-test" in why and "reference path" in why
-  assert _selftest_guard.refusal(ctx._replace(backend="sm90"), "jax_sm100_fp8_gemm") is None
+  assert _selftest_guard.refusal(ctx._replace(backend="sm90"), target) is None
 
 
 def _run_python(cwd, code, **env_extra):

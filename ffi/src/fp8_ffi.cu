@@ -23,8 +23,11 @@
 // whatever the device.
 //
 // Dispatch: buffers and attributes are validated once, then the device's compute
-// capability picks the kernels: 9.0 -> ffi/src/sm90/fp8_gemm_launch.cu; any other ->
-// kUnimplemented (the Python layer takes its reference path there).
+// capability picks the kernels: 9.0 -> ffi/src/sm90/fp8_gemm_launch.cu; 10.0 ->
+// ffi/src/sm100/fp8_gemm_launch.cu where the build holds sm_100a code (its own, smaller
+// set of forms: 128 x 128 on one CTA, plain and residual; another form is an
+// InvalidArgument error there); any other -> kUnimplemented (the Python layer takes its
+// reference path there).
 //
 // Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
 // allocation, no synchronisation.
@@ -36,6 +39,9 @@
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "sm90/fp8_gemm_launch.h"
+#if JAX_SM100_HAS_SM100
+#include "sm100/fp8_gemm_launch.h"
+#endif
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -62,6 +68,23 @@ ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const Devi
 }
 #endif
 
+#if JAX_SM100_HAS_SM100
+/// The sm_100a path (compute capability 10.0): the form must be one the sm100 kernel has;
+/// K == 0 gives D = 0, else the kernel.
+ffi::Error run_sm100(const std::string& name, const Fp8GemmProblem& o, cudaStream_t stream) {
+  const std::string bad = jax_sm100::host::check_sm100_fp8_tiling(o.tiling);
+  if (!bad.empty()) return ffi::Error::InvalidArgument(name + ": " + bad);
+  if (o.k == 0) {  // empty contraction (plain target only): D = 0
+    const cudaError_t e = cudaMemsetAsync(o.d, 0, size_t(o.m) * o.n * 2, stream);
+    if (e != cudaSuccess) return ffi::Error::Internal(name + ": " + cudaGetErrorString(e));
+    return ffi::Error::Success();
+  }
+  const std::string err = jax_sm100::host::sm100_fp8_gemm_launch(o, stream);
+  if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
+  return ffi::Error::Success();
+}
+#endif
+
 /// Validation (common/fp8_problem.h) and dispatch shared by both handlers; c is null for
 /// the plain target.
 ffi::Error fp8_gemm_common(const char* name, cudaStream_t stream, ffi::AnyBuffer a,
@@ -80,7 +103,9 @@ ffi::Error fp8_gemm_common(const char* name, cudaStream_t stream, ffi::AnyBuffer
 #if JAX_SM100_HAS_SM90
     case 90: return run_sm90(name, o, dev, stream);
 #endif
-    // 10.x: the sm_100a kernels (ffi/src/sm100/) plug in here.
+#if JAX_SM100_HAS_SM100
+    case 100: return run_sm100(name, o, stream);
+#endif
     default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }
 }

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _explain, _reference
+from jax_sm100 import _explain, _reference, _selftest_guard
 from jax_sm100._backend import Context
 from jax_sm100._launch import partition
 from jax_sm100._launch.fp8 import transpose_a_scale
@@ -86,8 +86,11 @@ def _quantize_kernel(block_rows: int, scale_transposed: bool = False):
 
 
 def _kernel_ok(ctx: Context, x, block, dtype) -> bool:
+  # Last: on a backend whose kernels were never run on hardware here (sm100), the
+  # family's known-answer self-test, run on its first use in the process, decides.
   return (ctx.can_call(TARGET) and np.dtype(dtype) == E4M3 and tuple(block) in KERNEL_BLOCKS
-          and np.dtype(x.dtype) in KERNEL_IN and x.size > 0)
+          and np.dtype(x.dtype) in KERNEL_IN and x.size > 0
+          and _selftest_guard.refusal(ctx, TARGET) is None)
 
 
 def _why_reference(ctx: Context, x, block, dtype) -> str:
@@ -99,7 +102,9 @@ def _why_reference(ctx: Context, x, block, dtype) -> str:
     return f"{block[0]}x{block[1]} blocks: the kernel does 1x128 and 128x128"
   if np.dtype(x.dtype) not in KERNEL_IN:
     return f"input {x.dtype.name}"
-  return "an empty input"
+  if x.size == 0:
+    return "an empty input"
+  return _selftest_guard.refusal(ctx, TARGET)
 
 
 def quantize(ctx: Context, x, block, dtype, scale_transposed: bool = False,
@@ -185,7 +190,8 @@ def quantize_dual(ctx: Context, x, t_block_rows: int, scale_transposed: bool = F
   """
   assert not scale_t_transposed or t_block_rows == 1
   assert block_rows == 1 or (t_block_rows == BLOCK and not scale_transposed)
-  if ctx.can_call(DUAL_TARGET) and np.dtype(x.dtype) in KERNEL_IN and x.size > 0:
+  if (ctx.can_call(DUAL_TARGET) and np.dtype(x.dtype) in KERNEL_IN and x.size > 0
+      and _selftest_guard.refusal(ctx, DUAL_TARGET) is None):
     return _quantize_dual_kernel(int(t_block_rows), bool(scale_transposed),
                                  bool(scale_t_transposed), int(block_rows))(x)
   return (quantize(ctx, x, (block_rows, BLOCK), E4M3, scale_transposed, for_gemm=True),

@@ -87,6 +87,11 @@ struct DeviceOps {
     if (pair) ptx::umma_f16_pair(tmem_d, desc_a, desc_b, idesc, accumulate);
     else ptx::umma_f16(tmem_d, desc_a, desc_b, idesc, accumulate);
   }
+  // [blockwise FP8 GEMM] kind::f8f6f4, cta_group::1.
+  static __device__ __forceinline__ void umma_f8f6f4(uint32_t tmem_d, uint64_t desc_a, uint64_t desc_b,
+                                                     uint32_t idesc, bool accumulate) {
+    ptx::umma_f8f6f4(tmem_d, desc_a, desc_b, idesc, accumulate);
+  }
   static __device__ __forceinline__ void umma_commit(Barrier* bar) { ptx::umma_commit(bar->ptr()); }
   static __device__ __forceinline__ void umma_commit_pair(Barrier* bar, uint16_t cta_mask) {
     ptx::umma_commit_2sm_multicast(bar->ptr(), cta_mask);

@@ -62,6 +62,11 @@
 //                 bool accumulate, bool pair)
 //        tcgen05.mma.cta_group::{1,2}.kind::f16; asynchronous: it reads shared memory and
 //        writes TMEM some time before the issuing thread's next tcgen05.commit completes
+//   void umma_f8f6f4(uint32_t tmem_d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc,
+//                    bool accumulate)
+//        [blockwise FP8 GEMM] tcgen05.mma.cta_group::1.kind::f8f6f4: 8-bit operands
+//        (formats in idesc, ptx::make_umma_idesc_f8f6f4), K = 32; asynchronous as above.
+//        In DeviceOps; on the emulator in EmuFp8Ops (tests/emu/emu_fp8_ops.h)
 //   void umma_commit(Barrier* bar)                   cta_group::1, arrive::one on bar
 //   void umma_commit_pair(Barrier* bar, uint16_t cta_mask)
 //        cta_group::2 multicast: one arrival on bar's offset in every CTA of cta_mask
@@ -73,4 +78,20 @@
 //        at resp's offset) and completes 16 tx bytes on bar (each CTA's)
 //   bool clc_decode(const ClcResponse&, uint32_t* first_cta_x)
 //        true and the canceled cluster's first CTA x id, or false: no more work
+//
+//   The MXFP8 block-scaled GEMM (mx_gemm_roles.h) needs three more, provided by
+//   MxDeviceOps (mx_device_ops.cuh) and the emulator's EmuMxOps (tests/emu/emu_mx_ops.h):
+//   void bulk_load(void* smem, const void* gmem, uint32_t bytes, Barrier* bar)
+//        cp.async.bulk global -> shared (16-byte aligned, bytes % 16 == 0), completing
+//        `bytes` tx on bar
+//   void tmem_cp_32x128b_warpx4(uint32_t taddr, uint64_t sdesc)
+//        tcgen05.cp.cta_group::1.32x128b.warpx4 (one thread): 32 rows x 16 bytes from the
+//        matrix sdesc describes into TMEM lanes 0..31 of all four lane partitions,
+//        columns taddr..taddr+3; asynchronous, ordered before the thread's later UMMA,
+//        tracked by its next tcgen05.commit
+//   void umma_mx(uint32_t tmem_d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc,
+//                uint32_t tmem_sfa, uint32_t tmem_sfb, bool accumulate)
+//        tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X (one thread;
+//        M = 128, K = 32): UE8M0 scales read from TMEM at tmem_sfa / tmem_sfb, the bytes
+//        idesc's scale IDs select (ptx/sm100/tcgen05_block_scale.cuh); asynchronous
 #pragma once

@@ -24,9 +24,9 @@ namespace jax_sm100::kernels::sm90_fp8 {
 /// A tile the WG holds no rows of (job.waves_live == 0): free each of its stages (the
 /// other WG and the cluster peers still use them) without MMAs, and consume the
 /// residual's C stage (the loader streams C for every tile). False, doing nothing, for a
-/// live tile.
-template <class Cfg, class Ring>
-__device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, typename Cfg::EpiPipe& epi,
+/// live tile. (Job: TileJob, or the grouped kernel's job, kernels/sm90/grouped_fp8_gemm.cuh.)
+template <class Cfg, class Ring, class Job>
+__device__ __forceinline__ bool skip_dead_tile(const Job& job, Ring& ring, typename Cfg::EpiPipe& epi,
                                                int lane, int num_kb) {
   if (job.waves_live != 0) return false;
   for (int kb = 0; kb < num_kb; ++kb) {
@@ -43,11 +43,12 @@ __device__ __forceinline__ bool skip_dead_tile(const TileJob& job, Ring& ring, t
 
 /// Begin tiles from t on (advancing t by the order's stride), skipping those this WG holds
 /// no rows of (skip_dead_tile), until one it does: that one goes to `job`. False when the
-/// order has no tile left.
-template <class Cfg, class Ring>
-__device__ __forceinline__ bool next_live_tile(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
-                                               const TileScheduler& order, const Fp8GemmParams& p,
-                                               int& t, TileJob& job) {
+/// order has no tile left. (Math, Order, Params, Job: MathWG<Cfg>, TileScheduler,
+/// Fp8GemmParams, TileJob, or the grouped kernel's.)
+template <class Cfg, class Ring, class Math, class Order, class Params, class Job>
+__device__ __forceinline__ bool next_live_tile(Math& m, Ring& ring, typename Cfg::EpiPipe& epi,
+                                               const Order& order, const Params& p,
+                                               int& t, Job& job) {
   for (; t < order.count(); t += order.stride) {
     job = m.begin_tile(order, p, t);
     if (!skip_dead_tile<Cfg>(job, ring, epi, m.lane, p.num_kb)) return true;
@@ -299,15 +300,19 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
 /// breaks the chain: its stages are freed without MMAs. Holding two stages at once, the
 /// loop drives the ring through the pipeline's stage-index API (wait_producer /
 /// consumer_stage / consumer_mbar / consumer_step).
-template <class Cfg, class Ring>
-__device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+/// Math, Params, Order: MathWG<Cfg>, Fp8GemmParams, TileScheduler for the dense kernel;
+/// the grouped kernel's (kernels/sm90/grouped_fp8_gemm.cuh) supply the same members
+/// (begin_tile, waves_live, first / stride / count(), num_kb) and their own store_tile.
+template <class Cfg, class Ring, class Math, class Params, class Order>
+__device__ __forceinline__ void math_loop_chained(Math& m, Ring& ring, typename Cfg::EpiPipe& epi,
                                                   const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
-                                                  const Fp8GemmParams& p, const TileScheduler& order) {
+                                                  const Params& p, const Order& order) {
   static_assert(Cfg::kWaves == 1, "overlapped promotion: one wave");
+  using Job = decltype(m.begin_tile(order, p, 0));
   float final_acc[1][Cfg::kAcc], acc0[Cfg::kAcc], acc1[Cfg::kAcc];
 
   int t = order.first;
-  TileJob job;
+  Job job;
   while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     // A chain of live tiles. `prev`: the K block in flight (stage s_prev, its scales
     // sc_prev); kb: the next K block of `job` to issue.
@@ -324,7 +329,7 @@ __device__ __forceinline__ void math_loop_chained(MathWG<Cfg>& m, Ring& ring, ty
     // when `prev` ended the chain.
     auto step = [&](float (&next)[Cfg::kAcc], float (&prev)[Cfg::kAcc]) -> bool {
       const bool tile_end = kb == p.num_kb;
-      const TileJob done = job;
+      const Job done = job;
       if (tile_end) {
         const int t_next = job.t + order.stride;
         if (t_next >= order.count() || m.waves_live(order, p, t_next) == 0)

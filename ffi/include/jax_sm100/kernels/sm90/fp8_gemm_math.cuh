@@ -199,6 +199,13 @@ struct MathWG {
     order.tile(t, job.mt, job.nt);
     job.n0 = job.nt * Cfg::BLOCK_N;
     job.waves_live = waves_live(p, job.mt, job.nt);
+    job.sfb = next_scales();
+    return job;
+  }
+
+  /// The B-scale part of begin_tile: hand the held stage back, wait for the next one;
+  /// its shared address.
+  __device__ __forceinline__ uint32_t next_scales() {
     if (holds_scales) {
       __syncwarp();  // the warp's reads of the stage come before its one arrival
       if (lane == 0) sfb_pipe.consumer_mbar(sfb_pipe.consumer_stage())->arrive();
@@ -206,8 +213,7 @@ struct MathWG {
     }
     sfb_pipe.wait_producer();  // filled by the B-scale warp, normally long ago
     holds_scales = true;
-    job.sfb = ptx::smem_addr(sfb_all + sfb_pipe.consumer_stage() * sfb_words);
-    return job;
+    return ptx::smem_addr(sfb_all + sfb_pipe.consumer_stage() * sfb_words);
   }
 };
 
@@ -215,6 +221,28 @@ struct MathWG {
 __device__ __forceinline__ uint32_t bf16x2_bits(float x, float y) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+/// The WG's final accumulators as bf16 into its D staging (staging_offset layout), by
+/// stmatrix x4: two 8-column groups of the warp's 16 rows per instruction. Lane l
+/// addresses row l % 8 of tile l / 8: rows +8 for odd tiles, the second group for tiles 2
+/// and 3. (The caller has made sure the last store left the staging.)
+template <class Cfg>
+__device__ __forceinline__ void stage_final_acc(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                                const MathWG<Cfg>& m) {
+  const int tile = m.lane / 8;
+  const int row = (m.t128 / 32) * 16 + (tile % 2) * 8 + m.lane % 8;
+  const uint32_t d_addr = ptx::smem_addr(m.d_wg);
+#pragma unroll
+  for (int w = 0; w < Cfg::kWaves; ++w) {
+#pragma unroll
+    for (int g = 0; g < Cfg::kAcc / 4; g += 2) {
+      const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(row, (g + tile / 2) * 8);
+      const float* f = final_acc[w] + 4 * g;
+      ptx::stmatrix_x4(d_addr + off * 2, bf16x2_bits(f[0], f[1]), bf16x2_bits(f[2], f[3]),
+                       bf16x2_bits(f[4], f[5]), bf16x2_bits(f[6], f[7]));
+    }
+  }
 }
 
 /// Epilogue of one tile: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store of the
@@ -244,22 +272,7 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
     }
     std::move(c_stage).release();  // each of the 128 threads arrives once
   } else {
-    // stmatrix x4: two 8-column groups of the warp's 16 rows per instruction. Lane l
-    // addresses row l % 8 of tile l / 8: rows +8 for odd tiles, the second group for
-    // tiles 2 and 3.
-    const int tile = m.lane / 8;
-    const int row = (m.t128 / 32) * 16 + (tile % 2) * 8 + m.lane % 8;
-    const uint32_t d_addr = ptx::smem_addr(m.d_wg);
-#pragma unroll
-    for (int w = 0; w < Cfg::kWaves; ++w) {
-#pragma unroll
-      for (int g = 0; g < Cfg::kAcc / 4; g += 2) {
-        const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(row, (g + tile / 2) * 8);
-        const float* f = final_acc[w] + 4 * g;
-        ptx::stmatrix_x4(d_addr + off * 2, bf16x2_bits(f[0], f[1]), bf16x2_bits(f[2], f[3]),
-                         bf16x2_bits(f[4], f[5]), bf16x2_bits(f[6], f[7]));
-      }
-    }
+    stage_final_acc<Cfg>(final_acc, m);
   }
   ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
   named_barrier_sync(1 + m.wg, 128);

@@ -152,13 +152,22 @@ struct Pack2<float> {
 
 }  // namespace detail
 
+/// Work on a landed stage before its wgmmas: none in the dense kernels. (The K-grouped
+/// kernel zeroes the rows of a group's last K block that belong to the next group.)
+struct NoStageFixup {
+  template <class Stage>
+  __device__ __forceinline__ void operator()(const Stage&, int /*kb*/) const {}
+};
+
 /// One consumer warpgroup's main loop over K for one tile: waits for each stage, issues
 /// 4 x wgmma k16, and releases a stage only once the wgmma reading it has retired
-/// (wait_group 1 after the next stage's batch is committed).
-template <class Cfg, class T, int kTransA, int kTransB, class InputPipe>
+/// (wait_group 1 after the next stage's batch is committed). `fixup(stage, kb)` runs
+/// after K block kb's stage landed, before the wgmmas read it.
+template <class Cfg, class T, int kTransA, int kTransB, class InputPipe,
+          class StageFixup = NoStageFixup>
 __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kWgTileN / 2],
                                                   int k_blocks, uint32_t a_off, uint32_t b_off,
-                                                  int lane) {
+                                                  int lane, const StageFixup& fixup = StageFixup{}) {
   using Mma = ptx::Wgmma<Cfg::kWgTileN, T, kTransA, kTransB>;
   // "Stage free": one arrival per consumer warp on the empty barrier of every CTA of the
   // cluster (lane l signals CTA l; the peers multicast into this stage too).
@@ -175,6 +184,7 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
   uint32_t prev_stage = 0;
   for (int kb = 0; kb < k_blocks; ++kb) {
     auto st = consumer.acquire_stage();  // waits on full[stage]
+    fixup(st, kb);
     const uint32_t a_base = ptx::smem_addr(st.a_tile()) + a_off;
     const uint32_t b_base = ptx::smem_addr(st.b_tile()) + b_off;
 #pragma unroll

@@ -88,6 +88,19 @@ __device__ __forceinline__ void umma_f16_pair(uint32_t tmem_d, uint64_t a_desc, 
                                                 a_desc, b_desc, idesc, accumulate));
 }
 
+// ---- kind::f8f6f4 (the blockwise FP8 GEMM, kernels/sm100/fp8_*) ----------------------
+/// tcgen05.mma.cta_group::1.kind::f8f6f4 [d], a_desc, b_desc, idesc, accumulate: one
+/// M x N x 32 UMMA of 8-bit floating-point operands (the formats are in the instruction
+/// descriptor, make_umma_idesc_f8f6f4) from shared memory into fp32 TMEM; M = 128 here.
+/// accumulate = false overwrites D. Asynchronous: completion is observed through
+/// umma_commit. SASS: UTCQMMA (tests/test_sm100_fp8_sass.py).
+__device__ __forceinline__ void umma_f8f6f4(uint32_t tmem_d, uint64_t a_desc, uint64_t b_desc,
+                                            uint32_t idesc, bool accumulate) {
+  JAX_SM100_TCGEN05_BODY(cuda::ptx::tcgen05_mma(cuda::ptx::kind_f8f6f4, cuda::ptx::cta_group_1, tmem_d,
+                                                a_desc, b_desc, idesc, accumulate));
+}
+// ---- end kind::f8f6f4 ----------------------------------------------------------------
+
 /// tcgen05.ld.sync.aligned.32x32b.x16.b32: warp-wide; lane i reads 16 consecutive
 /// 32-bit columns of TMEM lane (taddr >> 16) + i starting at column taddr & 0xffff.
 __device__ __forceinline__ void tmem_load_32x32b_x16(uint32_t taddr, uint32_t (&v)[16]) {

@@ -34,4 +34,21 @@ JAX_SM100_HD constexpr uint32_t make_umma_idesc_f16(bool bf16, bool a_mn_major, 
          ((n >> 3) << 17) | ((m >> 4) << 24);
 }
 
+// ---- kind::f8f6f4 (the blockwise FP8 GEMM) -------------------------------------------
+/// Operand formats of the kind::f8f6f4 instruction descriptor ([7,10) A, [10,13) B).
+enum class UmmaF8f6f4Format : uint32_t { kE4M3 = 0, kE5M2 = 1, kE2M3 = 3, kE3M2 = 4, kE2M1 = 5 };
+
+/// kind::f8f6f4 instruction descriptor (the PTX ISA's table for .kind::tf32/f16/f8f6f4/i8):
+/// D in F32 ([4,6) = 1), A and B formats as above, A and B major-ness ([15], [16]: 0
+/// K-major), N >> 3 at [17, 23), M >> 4 at [24, 29); dense, no negation. K is 32 per
+/// instruction (32 bytes of 8-bit elements).
+JAX_SM100_HD constexpr uint32_t make_umma_idesc_f8f6f4(UmmaF8f6f4Format a, UmmaF8f6f4Format b,
+                                                       bool a_mn_major, bool b_mn_major, uint32_t m,
+                                                       uint32_t n) {
+  return (1u << 4) | (static_cast<uint32_t>(a) << 7) | (static_cast<uint32_t>(b) << 10) |
+         (static_cast<uint32_t>(a_mn_major) << 15) | (static_cast<uint32_t>(b_mn_major) << 16) |
+         ((n >> 3) << 17) | ((m >> 4) << 24);
+}
+// ---- end kind::f8f6f4 ----------------------------------------------------------------
+
 }  // namespace jax_sm100::ptx

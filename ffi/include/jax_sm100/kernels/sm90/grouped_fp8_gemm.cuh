@@ -1,0 +1,276 @@
+// The sm_90a FP8 M-grouped GEMM (the DeepSeek recipe per expert):
+//
+//   out[r, :] (bf16) = sum_kb (a[r, kb] * a_scale[r, kb]) @ (b[g(r)][:, kb] * b_scale[g(r)][nb, kb])^T
+//
+// for the rows r of group g, zeros for the rows in no group. It is the dense FP8 kernel
+// (kernels/sm90/fp8_gemm*.cuh: Fp8GemmConfig 128 x 128 on one CTA, the same stages,
+// wgmma, per-128-K-block fp32 promotion and overlapped main loop math_loop_chained, so
+// the same numerics) over the grouped tile order (common/grouped_scheduler.cuh):
+//   * every role decodes tile t through GroupedOrder::tile (its own cached lookup into
+//     the CTA's group table, built by warp 3 of the producer warpgroup before the role
+//     split); the order holds the tiles of groups 0..G-1 only;
+//   * the producer loads A and A's scales from the tile's first row (any row: TMA boxes
+//     start anywhere) and B through a (G, N, K) tensor map, the group as the outer
+//     coordinate; the B-scale warp reads the group's (ceil(N/128), ceil(K/128)) block;
+//   * a math warpgroup whose 64 rows all lie past its group's end holds no rows of the
+//     tile (waves_live 0: it frees the stages, as the dense kernel does for rows past M);
+//     one whose rows are cut by the group's end stores the valid rows from its staged
+//     tile with 16-byte stores (a TMA box would overwrite the next group's rows);
+//   * warp 1 of the producer warpgroup writes the zeros of the rows in no group, rows
+//     spread over the CTAs.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include <utility>
+
+#include "jax_sm100/common/grouped_scheduler.cuh"
+#include "jax_sm100/common/named_barrier.cuh"
+#include "jax_sm100/kernels/sm90/fp8_gemm_config.cuh"
+#include "jax_sm100/kernels/sm90/fp8_gemm_mainloop.cuh"
+#include "jax_sm100/kernels/sm90/fp8_gemm_math.cuh"
+#include "jax_sm100/ptx/common/elect.cuh"
+#include "jax_sm100/ptx/common/fence.cuh"
+#include "jax_sm100/ptx/common/mbarrier.cuh"
+#include "jax_sm100/ptx/common/tma.cuh"
+#include "jax_sm100/ptx/sm90/wgmma.cuh"
+
+namespace jax_sm100::kernels::sm90_fp8 {
+
+/// The grouped kernel's shared memory beyond the dense configuration's: the group table
+/// after the largest B-scale rows, as large as the rest allows (at most 4096 entries).
+template <class Cfg>
+struct GroupedFp8Layout {
+  static constexpr uint32_t kTableOffset = sizeof(typename Cfg::Smem) + Cfg::kSfbBytes;
+  static constexpr int kTableEntries =
+      (kSmemLimit - 1024 - kTableOffset) / 8 > 4096 ? 4096 : (kSmemLimit - 1024 - kTableOffset) / 8;
+  static_assert(kTableEntries >= 256, "room for a group table of at least 255 groups");
+  static constexpr uint32_t kSmemBytes = 1024 + kTableOffset + kTableEntries * 8;
+  static_assert(kSmemBytes <= kSmemLimit, "shared memory budget");
+};
+
+/// Run-time parameters: the dense kernel's (m, n, k, num_kb, num_nb, b_scale = the (G,
+/// num_nb, num_kb) scales, stage_tx_bytes; `order` unused) and the grouped order's.
+struct GroupedFp8Params : Fp8GemmParams {
+  const int32_t* group_sizes;  ///< (G,) device memory
+  __nv_bfloat16* out;          ///< (m, n): the masked stores and the rows in no group
+  GroupedOrder groups;         ///< the tile order over the groups
+};
+
+/// The walk of one CTA over the order's tiles (what math_loop_chained reads of it).
+struct GroupedFp8Walk {
+  int first, stride, total;
+  __device__ __forceinline__ int count() const { return total; }
+};
+
+/// One tile as a math WG sees it (the members math_loop_chained and store_tile read).
+struct GroupedFp8Job {
+  int t;
+  int group, nt, n0;
+  int row0, row_end;  // the tile's first row; rows from row_end on are the next group's
+  int waves_live;     // 1 when this WG's 64 rows start inside the group, else 0
+  uint32_t sfb;       // shared address of the tile's B-scale row
+};
+
+/// Per-WG state: the dense kernel's (MathWG) plus the group table and this WG's cached
+/// lookup.
+template <class Cfg>
+struct GroupedFp8Math : MathWG<Cfg> {
+  const GroupTableEntry* table;
+  GroupSpan cache;
+
+  __device__ __forceinline__ GroupedFp8Math(typename Cfg::Smem* smem, float* sfb, const GroupedFp8Params& p,
+                                            const GroupTableEntry* t)
+      : MathWG<Cfg>(smem, sfb, p), table(t) {}
+
+  __device__ __forceinline__ int waves_of(const GroupedFp8Params& p, const GroupedTile& x) const {
+    return x.n_tile * Cfg::BLOCK_N < p.n && x.row0 + this->wg * Cfg::WG_M < x.row_end ? 1 : 0;
+  }
+  /// waves_live of tile t.
+  __device__ __forceinline__ int waves_live(const GroupedFp8Walk&, const GroupedFp8Params& p, int t) {
+    return waves_of(p, p.groups.tile(table, p.group_sizes, t, cache));
+  }
+  /// Start tile t (as MathWG::begin_tile: the B-scale stage moves on).
+  __device__ __forceinline__ GroupedFp8Job begin_tile(const GroupedFp8Walk&, const GroupedFp8Params& p, int t) {
+    const GroupedTile x = p.groups.tile(table, p.group_sizes, t, cache);
+    GroupedFp8Job job;
+    job.t = t;
+    job.group = x.group;
+    job.nt = x.n_tile;
+    job.n0 = x.n_tile * Cfg::BLOCK_N;
+    job.row0 = x.row0;
+    job.row_end = x.row_end;
+    job.waves_live = waves_of(p, x);
+    job.sfb = this->next_scales();
+    return job;
+  }
+};
+
+/// Epilogue of one tile of a live WG (found by math_loop_chained through argument-
+/// dependent lookup): bf16 staging as the dense kernel (stage_final_acc); 64 valid rows
+/// go out by TMA store (clipped at N), fewer as 16-byte stores of the valid rows.
+template <class Cfg>
+__device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
+                                           const GroupedFp8Math<Cfg>& m, typename Cfg::EpiPipe& epi,
+                                           const CUtensorMap* map_d, const GroupedFp8Params& p,
+                                           const GroupedFp8Job& job) {
+  static_assert(Cfg::kWaves == 1 && !Cfg::kResidual, "one wave, no residual");
+  (void)epi;
+  if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
+  named_barrier_sync(1 + m.wg, 128);
+  stage_final_acc<Cfg>(final_acc, m);
+  const int row_wg = job.row0 + wave_row0<Cfg>(m.wg, 0);
+  const int valid = job.row_end - row_wg;  // > 0: the WG is live
+  constexpr int kChunks = Cfg::BLOCK_N / Cfg::kEpiChunk;
+  if (valid >= Cfg::WG_M) {
+    ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
+    named_barrier_sync(1 + m.wg, 128);
+    if (m.t128 == 0) {
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch)
+        if (job.n0 + ch * Cfg::kEpiChunk < p.n)
+          ptx::tma_store_2d(map_d, m.d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, job.n0 + ch * Cfg::kEpiChunk,
+                            row_wg);
+      ptx::tma_store_commit_group();
+    }
+  } else {
+    named_barrier_sync(1 + m.wg, 128);  // the staging is complete
+    // 64 rows x 8 pieces of 16 bytes per 64-column chunk, 128 threads.
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+      for (int i = 0; i < Cfg::WG_M * 8 / 128; ++i) {
+        const int v = m.t128 + 128 * i;
+        const int row = v / 8, piece = v % 8;
+        const int col = job.n0 + ch * Cfg::kEpiChunk + piece * 8;
+        if (row < valid && col < p.n) {  // n % 8 == 0: a piece is wholly inside or past N
+          const uint4 val = *reinterpret_cast<const uint4*>(m.d_wg + staging_offset<Cfg>(row, ch * Cfg::kEpiChunk + piece * 8));
+          *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row_wg + row) * p.n + col) = val;
+        }
+      }
+    }
+  }
+}
+
+/// Producer (last WG, warp 0; every lane walks, lane 0 issues): per tile, per K block, one
+/// stage: A rows from the tile's first row, B of its group, A's scales.
+template <class Cfg>
+__device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
+                                                      const CUtensorMap* map_b, const CUtensorMap* map_sfa,
+                                                      const GroupedFp8Params& p, const GroupTableEntry* table,
+                                                      const GroupedFp8Walk& walk) {
+  auto producer = pipe.producer();
+  const uint32_t lane = ptx::lane_id();
+  GroupSpan cache;
+  for (int t = walk.first; t < walk.count(); t += walk.stride) {
+    const GroupedTile x = p.groups.tile(table, p.group_sizes, t, cache);
+    for (int kb = 0; kb < p.num_kb; ++kb) {
+      auto stage = producer.acquire_stage();  // waits until both math WGs freed it
+      uint64_t* bar = stage.mbar()->ptr();
+      if (lane == 0) {
+        stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B + A-scales
+        ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, x.row0);
+        ptx::tma_load_3d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, x.n_tile * Cfg::BLOCK_N, x.group);
+        ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, x.row0, kb);
+      }
+      std::move(stage).release();
+    }
+  }
+}
+
+/// B-scale warp (last WG, warp 2): as the dense b_scale_loop, from the tile's group's
+/// scale block.
+template <class Cfg>
+__device__ __forceinline__ void grouped_b_scale_loop(typename Cfg::ScalePipe& pipe, float* sfb_all,
+                                                     const GroupedFp8Params& p, const GroupTableEntry* table,
+                                                     const GroupedFp8Walk& walk) {
+  const int lane = static_cast<int>(ptx::lane_id());
+  GroupSpan cache;
+  for (int t = walk.first; t < walk.count(); t += walk.stride) {
+    const GroupedTile x = p.groups.tile(table, p.group_sizes, t, cache);
+    const int nb = min(x.n_tile * Cfg::BLOCK_N / Cfg::kScaleBlock, p.num_nb - 1);
+    auto stage = pipe.acquire_producer();  // the math WGs are done with this buffer
+    float* dst = sfb_all + stage.index() * p.num_kb;
+    const float* src = p.b_scale + (static_cast<size_t>(x.group) * p.num_nb + nb) * p.num_kb;
+#pragma unroll 4
+    for (int kb = lane; kb < p.num_kb; kb += 32) dst[kb] = __ldg(src + kb);
+    stage.mbar()->arrive();  // every lane: its stores, released to the math WGs
+    std::move(stage).release();
+  }
+}
+
+/// Zero-row warp (last WG, warp 1): the rows in no group, [start of group G, m), as zeros;
+/// row i of them by CTA i % gridDim.x, 16 bytes per lane and store.
+template <class Cfg>
+__device__ __forceinline__ void zero_rows_loop(const GroupedFp8Params& p, const GroupTableEntry* table) {
+  int lo, hi;
+  p.groups.group_rows(table, p.group_sizes, p.groups.groups, lo, hi);
+  const int lane = static_cast<int>(ptx::lane_id());
+  const int pieces = p.n / 8;  // n % 8 == 0
+  for (int row = lo + static_cast<int>(blockIdx.x); row < hi; row += static_cast<int>(gridDim.x)) {
+    uint4* dst = reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row) * p.n);
+    for (int i = lane; i < pieces; i += 32) dst[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+/// The kernel. Launch: a persistent grid of single CTAs, block = Cfg::kThreads, dynamic smem
+/// = GroupedFp8Layout<Cfg>::kSmemBytes.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm90_grouped_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
+                                 const __grid_constant__ CUtensorMap map_b,
+                                 const __grid_constant__ CUtensorMap map_sfa,
+                                 const __grid_constant__ CUtensorMap map_d, const GroupedFp8Params p) {
+#if JAX_SM100_SM90A_DEVICE
+  static_assert(Cfg::kCluster == 1 && Cfg::kOverlap && !Cfg::kResidual,
+                "grouped: one CTA, 128-row tiles, overlapped promotion, no residual");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
+  auto* smem = reinterpret_cast<typename Cfg::Smem*>(base);
+  float* sfb_all = reinterpret_cast<float*>(smem + 1);  // (2, num_kb)
+  auto* table = reinterpret_cast<GroupTableEntry*>(base + GroupedFp8Layout<Cfg>::kTableOffset);
+
+  typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "grouped_fp8_input");
+  const uint32_t warp = ptx::warp_idx_sync();
+  if (threadIdx.x == Cfg::kMathThreads) {
+    pipe.init_barriers(1, Cfg::kMathWGs * 4);
+    typename Cfg::ScalePipe(smem->sfb_bars).init_mbars(32, Cfg::kMathWGs * 4);
+    ptx::tma_prefetch_descriptor(&map_a);
+    ptx::tma_prefetch_descriptor(&map_b);
+    ptx::tma_prefetch_descriptor(&map_sfa);
+    ptx::tma_prefetch_descriptor(&map_d);
+  }
+  if (warp == Cfg::kMathThreads / 32 + 3) build_group_table_warp(p.groups, p.group_sizes, table);
+  __syncthreads();
+  const GroupedFp8Walk walk{static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x),
+                            p.groups.count_groups(table, p.group_sizes)};
+
+  if (threadIdx.x >= Cfg::kMathThreads) {
+    ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
+    const uint32_t role = warp - Cfg::kMathThreads / 32;
+    if (role == 0) {
+      grouped_producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, table, walk);
+    } else if (role == 1) {
+      zero_rows_loop<Cfg>(p, table);
+    } else if (role == 2) {
+      typename Cfg::ScalePipe sfb_pipe(smem->sfb_bars, "grouped_fp8_b_scales");
+      grouped_b_scale_loop<Cfg>(sfb_pipe, sfb_all, p, table, walk);
+    }
+  } else {
+    ptx::setmaxnreg_inc<Cfg::kMathRegs>();
+    GroupedFp8Math<Cfg> m(smem, sfb_all, p, table);
+    typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "grouped_fp8_c");  // unused: no residual
+    const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
+    math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, &map_d, p, walk);
+    // The last store must have left shared memory before the CTA exits.
+    if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
+  }
+#else
+  (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)p;
+  __trap();  // built for another arch: the handler never launches this there
+#endif
+}
+
+}  // namespace jax_sm100::kernels::sm90_fp8

@@ -1,0 +1,98 @@
+// sm90 launch unit of the FP8 M-grouped GEMM (kernels/sm90/grouped_fp8_gemm.cuh): tensor
+// maps, the grouped order and the persistent launch. One kernel: 128 x 128 tiles on one
+// CTA (an N tile must lie in one 128-column B-scale block, so block_n 256 runs it too).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/grouped_problem.h"
+#include "common/launch.h"
+#include "common/tensor_map.h"
+#include "jax_sm100/common/grouped_scheduler.cuh"
+#include "jax_sm100/kernels/sm90/grouped_fp8_gemm.cuh"
+#include "sm90/grouped_gemm_launch.h"
+
+namespace jax_sm100::host {
+
+namespace {
+
+namespace fp8 = jax_sm100::kernels::sm90_fp8;
+
+using GroupedFp8Cfg = fp8::Fp8GemmConfig<128, 128, false, 1>;
+using Layout = fp8::GroupedFp8Layout<GroupedFp8Cfg>;
+
+/// Tile rows per L2 band of the order (the dense default).
+constexpr int kGroupM = 8;
+
+/// A row-major tensor of rank 2 ([outer, inner]) or 3 ([batch, outer, inner]) read or
+/// written in boxes of box_outer rows x box_inner elements.
+std::string encode(CUtensorMap* map, const void* base, CUtensorMapDataType dtype, uint32_t elem_bytes,
+                   uint32_t rank, int64_t inner, int64_t outer, int64_t batch, uint32_t box_inner,
+                   uint32_t box_outer, CUtensorMapSwizzle swizzle) {
+  const TensorMapSpec s{base, dtype, elem_bytes, rank, static_cast<uint64_t>(inner),
+                        static_cast<uint64_t>(outer), static_cast<uint64_t>(batch),
+                        /*row_pitch_bytes=*/0, box_inner, box_outer, swizzle};
+  return encode_tensor_map(map, s);
+}
+
+}  // namespace
+
+std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int num_sms,
+                                         cudaStream_t stream) {
+  using Cfg = GroupedFp8Cfg;
+  const std::string tiling = check_sm90_grouped_tiling(pr.tiling);
+  if (!tiling.empty()) return tiling;
+  const int num_kb = static_cast<int>((pr.k + 127) / 128);
+  if (num_kb > fp8::kMaxKBlocks) return "K must be <= " + std::to_string(fp8::kMaxKBlocks * 128);
+  CUtensorMap map_a, map_b, map_sfa, map_d;
+  std::string err = encode(&map_a, pr.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 2, pr.k, pr.m, 1,
+                           Cfg::BLOCK_K, Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!err.empty()) return "a: " + err;
+  err = encode(&map_b, pr.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 3, pr.k, pr.n, pr.g, Cfg::BLOCK_K,
+               Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!err.empty()) return "b: " + err;
+  err = encode(&map_sfa, pr.a_scale_t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 2, pr.mp, num_kb, 1,
+               Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!err.empty()) return "a_scale: " + err;
+  err = encode(&map_d, pr.out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, 2, pr.n, pr.m, 1, Cfg::kEpiChunk,
+               Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!err.empty()) return "out: " + err;
+
+  fp8::GroupedFp8Params p{};
+  p.m = static_cast<int>(pr.m);
+  p.n = static_cast<int>(pr.n);
+  p.k = static_cast<int>(pr.k);
+  p.num_kb = num_kb;
+  p.num_nb = static_cast<int>((pr.n + 127) / 128);
+  p.b_scale = pr.b_scale;
+  p.beta = 0.0f;
+  // Whole boxes every stage (TMA counts the zero fill past M, K and N): A, B, A's scales.
+  static_assert(Cfg::BLOCK_M * Cfg::BLOCK_K + Cfg::BLOCK_N * Cfg::BLOCK_K +
+                    Cfg::BLOCK_M * sizeof(float) == Cfg::Payload::bytes_per_stage,
+                "stage transaction bytes out of step with the payload");
+  p.stage_tx_bytes = Cfg::Payload::bytes_per_stage;
+  p.group_sizes = pr.group_sizes;
+  p.out = static_cast<__nv_bfloat16*>(pr.out);
+  const int64_t n_tiles = (pr.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N;
+  p.groups = kernels::GroupedOrder::make(p.m, static_cast<int>(pr.g), Cfg::BLOCK_M,
+                                         static_cast<int>(n_tiles), kGroupM, Layout::kTableEntries);
+  const int64_t units = p.groups.max_tile_rows() * n_tiles;
+  if (units > INT32_MAX || int64_t(kGroupM) * n_tiles > INT32_MAX)
+    return "too many output tiles (up to " + std::to_string(units) + ") for one launch";
+  // The tile count is known on the device only: the grid is sized by its bound (every
+  // CTA also writes its share of the rows in no group, whatever the grid).
+  PersistentLaunch l;
+  l.cluster = 1;
+  l.threads = Cfg::kThreads;
+  l.smem_bytes = Layout::kSmemBytes;
+  l.smem_limit = static_cast<int>(Layout::kSmemBytes);
+  l.units = units;
+  l.num_sms = num_sms;
+  l.single_cta = SingleCtaLaunch::kPlain;
+  return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_sfa,
+                                                                   map_d, p);
+}
+
+}  // namespace jax_sm100::host
