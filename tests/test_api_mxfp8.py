@@ -1,6 +1,8 @@
 """MXFP8 (OCP Microscaling) ops: quantize_mxfp8's scale rule and round trip,
 mxfp8_matmul, mxfp8_dot (forward and MXFP8 backward), mxfp8_dot_general and the Flax
-layers, against float64 NumPy and against jax's own MX helpers where this jax has them."""
+layers, against float64 NumPy and against jax's own MX helpers where this jax has them.
+The GEMM's kernel path on its CPU handler (JAX_SM100_BACKEND=cpu_ffi) and its dispatch:
+tests/test_sm100_mxfp8_launch.py."""
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -351,8 +353,8 @@ def test_quantized_ops_are_not_differentiable_and_dot_is_reverse_only():
 
 
 def test_reference_path_even_where_kernels_would_run(fake_sm90, rng):
-  # No MXFP8 kernel exists: on a (pretend) sm90 with every target registered the
-  # lowered programs hold no jax_sm100 custom call.
+  # Hopper has no block-scaled MMA: on a (pretend) sm90 with every target registered
+  # (the MXFP8 one included) the lowered programs hold no jax_sm100 custom call.
   x, w = spread(rng, (8, 64)), spread(rng, (64, 16))
   a, a_s, b, b_s = _ops()
   for f, args in ((jax_sm100.quantize_mxfp8, (x,)), (jax_sm100.mxfp8_matmul, (a, a_s, b, b_s)),
