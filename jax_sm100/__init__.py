@@ -2,13 +2,20 @@
 
 Public ops (all jittable, vmappable, reverse-mode differentiable where noted):
   matmul, matmul_residual, quantize_fp8_blockwise, fp8_blockwise_matmul,
-  fp8_dot, dot_general, fp8_dot_general, backend(); MXFP8 (reference path on every
-  backend, no kernel yet): quantize_mxfp8, mxfp8_matmul, mxfp8_dot, mxfp8_dot_general.
+  fp8_dot, dot_general, fp8_dot_general, backend(); MXFP8: quantize_mxfp8 (pure
+  JAX everywhere), mxfp8_matmul, mxfp8_dot, mxfp8_dot_general (their GEMMs have an
+  sm_100a kernel only: Hopper has no block-scaled MMA); grouped (mixture of
+  experts): ragged_dot, ragged_dot_general, fp8_ragged_dot, fp8_grouped_matmul;
+  autotune() (measure shapes on this GPU and cache the fastest path).
 Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
 
-Every op runs the compiled kernel when backend() is 'sm90'/'sm100', its FFI
-target is registered and the call is supported (dtype/shape), and a pure-JAX
-reference otherwise. Kernel configurations (tile shapes, clusters) are chosen
+Every op runs the compiled kernel when backend() is 'sm90'/'sm100', the op has a
+kernel there, its FFI target is registered and the call is supported
+(dtype/shape), and a pure-JAX reference otherwise. The sm_100a kernels (bf16/fp16,
+FP8 blockwise and MXFP8 block-scaled GEMMs, the FP8 quantizers) were never run on
+hardware here: each family runs a known-answer self-test on its first use
+(`jax_sm100.selftest`). `python -m jax_sm100.info` says which path each op takes.
+Kernel configurations (tile shapes, clusters) are chosen
 per call by `jax_sm100.tuning`, which can override them and explain each choice.
 Debug switches, read when an op is traced: JAX_SM100_FORCE_REFERENCE=1 forces
 the reference; JAX_SM100_DISABLE_TARGETS=name,... keeps the named FFI targets
@@ -19,8 +26,11 @@ from jax_sm100 import _ffi_registry, tuning
 from jax_sm100._backend import FORCE_REFERENCE_ENV, backend
 from jax_sm100._dot_general import dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
+from jax_sm100._grouped import (fp8_grouped_matmul, fp8_ragged_dot, ragged_dot,
+                               ragged_dot_general)
 from jax_sm100._matmul import matmul, matmul_residual
 from jax_sm100._mxfp8 import mxfp8_dot, mxfp8_dot_general, mxfp8_matmul, quantize_mxfp8
+from jax_sm100.autotune import autotune  # the function (the module: sys.modules)
 
 if _ffi_registry._ffi is not None:
   from jax_sm100 import _ffi  # noqa: F401  (the compiled module)
@@ -32,6 +42,8 @@ __all__ = [
     "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual", "mxfp8_dot",
     "mxfp8_dot_general", "mxfp8_matmul", "quantize_fp8_blockwise", "quantize_mxfp8",
     "tuning",
+    "fp8_grouped_matmul", "fp8_ragged_dot", "ragged_dot", "ragged_dot_general",
+    "autotune",
 ]
 
 

@@ -9,9 +9,13 @@ lowered HLO and part of the jit cache key):
 The default for a call comes from `gemm_config` / `fp8_config`: rules whose
 numbers (candidate tiles, efficiency guesses, thresholds, group sizes) live in
 the HEURISTICS table, keyed by architecture, and that depend on the device's SM
-count (`sm_count`). `override(...)` replaces the choice for the calls traced
-inside it; `explain(f, *args)` lists which path and configuration each of f's
-products takes, and why.
+count (`sm_count`). A bf16/fp16 GEMM product is first dispatched by measurements
+(jax_sm100._dispatch_table: the jax_sm100.autotune cache, then the shipped table
+of the GPU kind): our kernel with a measured tiling, the kernel with the heuristic,
+or XLA's own dot where that was measured faster; override(dispatch=...) forces it.
+`override(...)` replaces the choice for the calls traced inside it;
+`explain(f, *args)` lists which path and configuration each of f's products takes,
+and why.
 
 Like jax_sm100.backend(), all of this is read when an op is traced: a function
 already traced (and cached) by jax.jit keeps the configuration it was traced
@@ -29,6 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from jax_sm100 import _dispatch_table
 from jax_sm100._util import cdiv
 
 __all__ = [
@@ -36,6 +41,8 @@ __all__ = [
     "FP8_TILINGS", "HEURISTICS", "SM_COUNTS", "DEFAULT_SM_COUNT", "sm_count", "gemm_config",
     "gemm_tilings", "fp8_config", "override", "current", "fp8_fused_scales", "explain",
     "Settings",
+    "GroupedConfig", "GROUPED_TILINGS", "grouped_config",
+    "SM100_FP8_TILINGS", "ARCH_FP8_TILINGS",
 ]
 
 # ---------------------------------------------------------------------------
@@ -58,6 +65,11 @@ ARCH_GEMM_TILINGS = {"sm90": GEMM_TILINGS, "sm100": SM100_GEMM_TILINGS}
 FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
                (256, 128, 2, True))
+# The sm_100a FP8 GEMM's forms, a subset: 128x128 tiles on one SM (plain and residual).
+SM100_FP8_TILINGS = ((128, 128, 1, False),)
+# The forms each architecture's FP8 kernel has (HEURISTICS keys); a launch on an
+# architecture with an entry here takes only these.
+ARCH_FP8_TILINGS = {"sm90": FP8_TILINGS, "sm100": SM100_FP8_TILINGS}
 GROUP_M_RANGE = (1, 64)
 
 
@@ -187,9 +199,7 @@ HEURISTICS: dict[str, dict[str, Any]] = {
         },
     },
     # Blackwell (B200). Not measured: no Blackwell GPU was available to this project, so
-    # these are guesses from the kernel's structure, to be replaced by measurements. The
-    # FP8 GEMM and quantizers have no sm_100a kernel (the ops take the reference path);
-    # fp8_config() answers from the sm90 table there.
+    # these are guesses from the kernel's structure, to be replaced by measurements.
     "sm100": {
         "gemm": {
             # (block_m, block_n, efficiency guess) on one SM: the lowest estimated
@@ -200,6 +210,11 @@ HEURISTICS: dict[str, dict[str, Any]] = {
             # pair) for 128x256 choices when M has at least min_m_tiles 128-row tiles
             # and the pair tiles fill every SM at least once (pairs >= SMs / 2).
             "pair": {"tiling": (128, 256, 2), "min_m_tiles": 2, "fill_sms": True},
+            "group_m": 8,
+        },
+        "fp8": {
+            # The sm_100a FP8 kernel has one form (SM100_FP8_TILINGS): every choice is it.
+            "tiling": (128, 128, 1, False),
             "group_m": 8,
         },
     },
@@ -245,7 +260,7 @@ def _arch(device) -> str:
 
 def _table(device, kind: str) -> tuple[str, dict]:
   """(arch, HEURISTICS[arch][kind]) for `device`; the sm90 table where the arch has no
-  `kind` entry (FP8 on sm100: no kernel, the choice is never launched)."""
+  `kind` entry."""
   arch = _arch(device)
   if kind not in HEURISTICS[arch]:
     arch = "sm90"
@@ -320,6 +335,16 @@ def _check_arch_tiling(cfg: GemmConfig, arch: str, how: str) -> None:
                      f"{', '.join(map(str, tilings))}.")
 
 
+def _check_arch_fp8_tiling(cfg: Fp8Config, arch: str, how: str) -> None:
+  """ValueError when `cfg`'s form is not one that `arch`'s FP8 kernel has."""
+  tilings = ARCH_FP8_TILINGS.get(arch)
+  tiling = (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pair_along_n)
+  if tilings is not None and tiling not in tilings:
+    raise ValueError(f"jax_sm100.tuning: {how}: (block_m, block_n, cluster, pair_along_n) = "
+                     f"{tiling} has no {arch} FP8 kernel; the {arch} FP8 GEMM has "
+                     f"{', '.join(map(str, tilings))}.")
+
+
 def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = False,
                 device=None) -> GemmConfig:
   """The default GemmConfig for a (batch of) m x n x k GEMM(s) on `device`.
@@ -344,6 +369,10 @@ def _tile_efficiency(m: int, n: int, bm: int, sms: int) -> float:
 
 
 def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Config, str]:
+  if "tiling" in table:  # an architecture whose FP8 kernel has one form (sm100)
+    bm, bn, cl, along_n = table["tiling"]
+    return (Fp8Config(bm, bn, cl, along_n, table["group_m"]),
+            f"{bm}x{bn} tiles, {cl} CTA per cluster: the only form of this architecture's kernel")
   wide = table["block_n"]
   if cdiv(m, 128) * cdiv(n, wide) < sms:
     bn = table["narrow_block_n"]
@@ -388,6 +417,53 @@ def fp8_config(m: int, n: int, k: int, *, residual: bool = False, device=None) -
 
 
 # ---------------------------------------------------------------------------
+# Grouped (mixture-of-experts) GEMMs
+# ---------------------------------------------------------------------------
+
+# (block_m, block_n) tiles the grouped targets accept (common/grouped_problem.h).
+GROUPED_TILINGS = ((128, 128), (128, 256))
+# Per grouped kind ('gemm': M-grouped bf16/fp16, 'kgrouped': the weight gradient, 'fp8'):
+# the tiles in order of preference; a wider one is taken while its output tiles (an upper
+# bound: every group may add one partial M tile) still fill every SM. Not measured yet.
+GROUPED_HEURISTICS = {"sm90": {"gemm": ((128, 256), (128, 128)), "kgrouped": ((128, 128),),
+                               "fp8": ((128, 128),)}}
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedConfig:
+  """One grouped GEMM kernel choice: the output tile block_m x block_n (GROUPED_TILINGS),
+  the FFI attributes block_m, block_n of the grouped targets."""
+  block_m: int = 128
+  block_n: int = 128
+
+  def __post_init__(self):
+    cls = type(self).__name__
+    for f in ("block_m", "block_n"):
+      object.__setattr__(self, f, _int_field(cls, f, getattr(self, f)))
+    if (self.block_m, self.block_n) not in GROUPED_TILINGS:
+      raise ValueError(f"{cls}: (block_m, block_n) = {(self.block_m, self.block_n)} is not "
+                       f"compiled; valid: {', '.join(map(str, GROUPED_TILINGS))}.")
+
+  def attributes(self) -> dict:
+    return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n))
+
+
+def grouped_config(m: int, n: int, k: int, groups: int, *, kind: str = "gemm",
+                   device=None) -> tuple[GroupedConfig, str]:
+  """(config, why) for one grouped launch of `kind` ('gemm', 'kgrouped', 'fp8'): output
+  (m, n) split into `groups` row groups (kgrouped: `groups` outputs of (k, n))."""
+  dev = _device(device)
+  table = GROUPED_HEURISTICS.get(_arch(dev), GROUPED_HEURISTICS["sm90"])[kind]
+  sms = sm_count(dev)
+  for bm, bn in table:
+    rows = groups * cdiv(k, bm) if kind == "kgrouped" else cdiv(m, bm) + groups
+    tiles = rows * cdiv(n, bn)
+    if tiles >= sms or (bm, bn) == table[-1]:
+      return GroupedConfig(bm, bn), f"{bm}x{bn} tiles (<= {tiles} tiles on {sms} SMs)"
+  raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------------
 # Overrides
 # ---------------------------------------------------------------------------
 
@@ -399,11 +475,18 @@ class Settings:
   a partial override: a tuple of (field, value) pairs applied on top of each
   launch's default choice. fp8_fused_scales: fp8_dot's quantizers write a's scales
   as transposed A scales, which its GEMMs read as they are (True, the default), or
-  XLA transposes them.
+  XLA transposes them. dispatch: how bf16/fp16 GEMM products pick kernel or XLA's
+  dot ('auto': measured, 'kernel', 'xla', 'heuristic': the kernel with the heuristic
+  configuration, no measurements). autotune_cache: None or True (the default file),
+  False (off) or a path. gemm_choice: set by the ops per product, not by override():
+  (GemmConfig or None, why) from the measured dispatch (jax_sm100._dispatch_table).
   """
   gemm: Any = None
   fp8: Any = None
   fp8_fused_scales: bool = True
+  dispatch: str = "auto"
+  autotune_cache: Any = None
+  gemm_choice: Any = None
 
 
 _SETTINGS = contextvars.ContextVar("jax_sm100_tuning", default=Settings())
@@ -456,7 +539,8 @@ def _as_setting(kind: str, cls, value):
 
 
 @contextlib.contextmanager
-def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None):
+def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
+             dispatch: str | None = None, autotune_cache=None):
   """Kernel configurations for the ops traced inside the `with` block.
 
     with jax_sm100.tuning.override(fp8=Fp8Config(128, 128, cluster=2)):
@@ -470,6 +554,15 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None):
     GEMM takes 128-row tiles only, so a 192/256-row override raises for it.
   fp8_fused_scales: False makes fp8_dot's GEMMs transpose a's scales with XLA
     instead of taking them from the quantizers (for tests and benchmarks).
+  dispatch: where each bf16/fp16 GEMM product (matmul, matmul_residual, dot_general,
+    their gradients) runs: "auto" (the default: the autotune cache, then the shipped
+    dispatch table of this GPU kind, then the kernel), "kernel" (always the kernel, in
+    the measured best tiling where there is one), "xla" (always XLA's own dot where
+    the kernel could run) or "heuristic" (the kernel configured by the heuristic,
+    measurements ignored). A full GemmConfig in gemm= forces the kernel too (unless
+    dispatch="xla" is in force); a partial gemm= dict only adjusts kernel launches.
+  autotune_cache: the jax_sm100.autotune cache file the ops read: a path, True (the
+    default, ~/.cache/jax_sm100/autotune-<GPU kind>.json) or False (none).
   Omitted arguments keep the enclosing setting. Thread- and task-local
   (contextvars). Read at trace time: a function already traced by jax.jit keeps
   the configuration it was traced with; the choice shows in the lowered HLO as the
@@ -480,7 +573,10 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None):
       gemm=cur.gemm if gemm is None else _as_setting("gemm", GemmConfig, gemm),
       fp8=cur.fp8 if fp8 is None else _as_setting("fp8", Fp8Config, fp8),
       fp8_fused_scales=(cur.fp8_fused_scales if fp8_fused_scales is None
-                        else _bool_setting(fp8_fused_scales)))
+                        else _bool_setting(fp8_fused_scales)),
+      dispatch=cur.dispatch if dispatch is None else _dispatch_table.check_mode(dispatch),
+      autotune_cache=(cur.autotune_cache if autotune_cache is None
+                      else _dispatch_table.check_cache_setting(autotune_cache)))
   token = _SETTINGS.set(new)
   try:
     yield new
@@ -512,11 +608,19 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
   """(config, why) for one bf16/fp16 GEMM launch (the launch layer's entry).
 
   An override whose tiling the device architecture's kernel does not have (e.g. a
-  64-row tile on sm100) raises ValueError naming the tilings it has."""
+  64-row tile on sm100) raises ValueError naming the tilings it has. The default is
+  the measured dispatch's tiling for the product (settings.gemm_choice) where it has
+  one, else the heuristic."""
   del k, residual
   dev = _device(None)
   arch, table = _table(dev, "gemm")
   default, why = _gemm_choice(m, n, batch, sm_count(dev), table)
+  measured = settings.gemm_choice if settings else None
+  if measured is not None:
+    if measured[0] is not None:
+      default, why = measured
+    else:
+      why = f"{measured[1]}; {why}"
   cfg, how = _apply("gemm", default, settings.gemm if settings else None)
   if how:
     _check_arch_tiling(cfg, arch, how)
@@ -530,6 +634,8 @@ def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,
   dev = _device(None)
   default, why = _fp8_choice(m, n, residual, sm_count(dev), _table(dev, "fp8")[1])
   cfg, how = _apply("fp8", default, settings.fp8 if settings else None)
+  if how:
+    _check_arch_fp8_tiling(cfg, _table(dev, "fp8")[0], how)
   if residual and not cfg.supports_residual:
     raise ValueError(f"jax_sm100.tuning: {how}: the residual FP8 GEMM runs 128-row tiles "
                      f"only; got block_m={cfg.block_m}.")
@@ -537,9 +643,10 @@ def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,
 
 
 def explain(fn, *args, **kwargs):
-  """Which path (kernel or reference) and kernel configuration each product of
-  fn(*args, **kwargs) takes here, and why: a list of jax_sm100 launches and
-  reference fallbacks (printable as a table). fn is traced, not run (arrays or
+  """Which path (kernel, xla or reference) and kernel configuration each product of
+  fn(*args, **kwargs) takes here, and why: a list of jax_sm100 launches, products
+  the measured dispatch sends to XLA's dot, and reference fallbacks (printable as a
+  table). fn is traced, not run (arrays or
   jax.ShapeDtypeStruct)."""
   from jax_sm100 import _explain
   return _explain.explain(fn, *args, **kwargs)
