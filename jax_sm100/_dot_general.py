@@ -73,7 +73,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None,
 
   Routed: equal input dtypes, default precision, no out_sharding (or other
   extra keyword) set, batch dims leading, lhs contracting its trailing dims
-  with rhs's dims right after the batch dims. Everything else goes to
+  with rhs's dims right after the batch dims. A routed call takes matmul's measured
+  dispatch (the kernel, or XLA's own dot where that was measured faster for the
+  shape; tuning.explain says which). Everything else goes to
   lax.dot_general with the same arguments. Accepts the keywords flax passes
   (out_sharding, preferred_element_type).
   """

@@ -3,8 +3,10 @@ of a function takes, and why.
 
 The function is traced (jax.make_jaxpr) with a recorder active: the launch layer
 notes every reference fallback with its reason and every kernel launch with the
-reason for its configuration. The launches reported are the FFI calls in the
-final program (a vmap rule may trace a launch that the batched program replaces).
+reason for its configuration; the ops note every product the measured dispatch sends
+to XLA's own dot (jax_sm100._dispatch_table) with its reason. The launches reported
+are the FFI calls in the final program (a vmap rule may trace a launch that the
+batched program replaces).
 """
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ _RECORDER = contextvars.ContextVar("jax_sm100_explain", default=None)
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-  """One product: `target` (the FFI target launched, or the op that fell back to
-  the reference), `path` ('kernel' or 'reference'), operand shapes as launched,
+  """One product: `target` (the FFI target launched, or the one whose product went
+  elsewhere), `path` ('kernel', 'xla': XLA's own dot, chosen by the measured dispatch,
+  or 'reference'), operand shapes as launched,
   the kernel configuration (None for quantize launches and references), and why."""
   target: str
   path: str
@@ -66,6 +69,13 @@ def note_reference(op: str, shapes, why) -> None:
   if rec is not None:
     rec.references.append(Decision(op, "reference", tuple(tuple(s) for s in shapes), None,
                                    why() if callable(why) else why))
+
+
+def note_xla(target: str, shapes, why: str) -> None:
+  """Called by the ops where the measured dispatch sends a product to XLA's dot."""
+  rec = _RECORDER.get()
+  if rec is not None:
+    rec.references.append(Decision(target, "xla", tuple(tuple(s) for s in shapes), None, why))
 
 
 def _subjaxprs(v):

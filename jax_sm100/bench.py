@@ -1,6 +1,7 @@
 """A small benchmark of jax_sm100's ops against XLA on this machine's default device.
 
     python -m jax_sm100.bench [--quick] [--only bf16,residual,fp8,fp8_dot] [--out DIR]
+                              [--dispatch auto|kernel|xla|heuristic]
 
   bf16      jax_sm100.matmul                  vs jnp.dot (bf16)
   residual  jax_sm100.matmul_residual         vs jnp.dot(a, b) + c (bf16)
@@ -40,7 +41,7 @@ def _normal(key, shape, dtype, scale=1.0):
   return (scale * jax.random.normal(key, shape, jnp.float32)).astype(dtype)
 
 
-def _sets(m, n, k, make, itemsize=2, budget=3 << 30):
+def input_sets(m, n, k, make, itemsize=2, budget=3 << 30):
   """Distinct input sets: at least 4, more for small problems (to amortize the
   per-call dispatch), within a memory budget."""
   per_set = (m * k + k * n + 2 * m * n) * itemsize
@@ -49,20 +50,33 @@ def _sets(m, n, k, make, itemsize=2, budget=3 << 30):
   return [make(kk) for kk in keys]
 
 
-def _time_pair(ours, base, sets, repeats, warmup=2):
-  """Median seconds per call of each op (one jit over all sets each; the two
-  alternate call by call so clock and power drift hit both alike)."""
-  runs = [jax.jit(lambda s, f=f: [f(*x) for x in s]) for f in (ours, base)]
+def over_sets(fn):
+  """One jitted function that applies fn to every input set: run(sets) -> outputs."""
+  return jax.jit(lambda s: [fn(*x) for x in s])
+
+
+def time_runs(runs, sets, repeats, warmup=2):
+  """Median seconds per call of each run (run(sets): one call per input set, e.g.
+  over_sets(fn) or its compiled form); the runs alternate call by call so clock and
+  power drift hit them alike. The shared timer of this benchmark, jax_sm100.autotune
+  and benchmarks/bench_suite.py."""
   for _ in range(warmup):
     for run in runs:
       jax.block_until_ready(run(sets))
-  times = ([], [])
+  times = [[] for _ in runs]
   for _ in range(repeats):
     for i, run in enumerate(runs):
       t0 = time.perf_counter()
       jax.block_until_ready(run(sets))
       times[i].append((time.perf_counter() - t0) / len(sets))
-  return float(np.median(times[0])), float(np.median(times[1]))
+  return [float(np.median(t)) for t in times]
+
+
+def _time_pair(ours, base, sets, repeats, warmup=2):
+  """Median seconds per call of each op (one jit over all sets each; the two
+  alternate call by call so clock and power drift hit both alike)."""
+  t_ours, t_base = time_runs([over_sets(ours), over_sets(base)], sets, repeats, warmup)
+  return t_ours, t_base
 
 
 def _columns():
@@ -72,14 +86,14 @@ def _columns():
 
   def matmul(m, n, k):
     make = lambda kk: (_normal(kk, (m, k), bf16), _normal(jax.random.fold_in(kk, 1), (k, n), bf16))
-    return jax_sm100.matmul, jnp.dot, _sets(m, n, k, make), 2.0 * m * n * k
+    return jax_sm100.matmul, jnp.dot, input_sets(m, n, k, make), 2.0 * m * n * k
 
   def residual(m, n, k):
     def make(kk):
       k1, k2, k3 = jax.random.split(kk, 3)
       return _normal(k1, (m, k), bf16), _normal(k2, (k, n), bf16), _normal(k3, (m, n), bf16)
     ours = lambda a, b, c: jax_sm100.matmul_residual(a, b, c)
-    return ours, (lambda a, b, c: jnp.dot(a, b) + c), _sets(m, n, k, make), 2.0 * m * n * k
+    return ours, (lambda a, b, c: jnp.dot(a, b) + c), input_sets(m, n, k, make), 2.0 * m * n * k
 
   def fp8(m, n, k):
     q1 = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))
@@ -90,7 +104,7 @@ def _columns():
       return (*q1(x), *q128(w), x, w.T)
     ours = lambda a, sa, b, sb, x, wt: jax_sm100.fp8_blockwise_matmul(a, sa, b, sb)
     xla = lambda a, sa, b, sb, x, wt: jnp.dot(x, wt)
-    return ours, xla, _sets(m, n, k, make, itemsize=3), 2.0 * m * n * k
+    return ours, xla, input_sets(m, n, k, make, itemsize=3), 2.0 * m * n * k
 
   def fp8_dot(m, k, n):
     def step(dot):
@@ -102,7 +116,7 @@ def _columns():
     def make(kk):
       k1, k2, k3 = jax.random.split(kk, 3)
       return _normal(k1, (m, k), bf16), _normal(k2, (k, n), bf16, 0.05), _normal(k3, (m, n), bf16)
-    return step(jax_sm100.fp8_dot), step(jnp.dot), _sets(m, n, k, make), 6.0 * m * n * k
+    return step(jax_sm100.fp8_dot), step(jnp.dot), input_sets(m, n, k, make), 6.0 * m * n * k
 
   return {"bf16": ("gemm", matmul), "residual": ("gemm", residual), "fp8": ("gemm", fp8),
           "fp8_dot": ("dot", fp8_dot)}
@@ -145,18 +159,26 @@ def main(argv=None):
   p.add_argument("--only", default="bf16,residual,fp8,fp8_dot", help="comma-separated columns")
   p.add_argument("--repeats", type=int, default=0)
   p.add_argument("--out", default="", help="directory for bench.json")
+  p.add_argument("--dispatch", default="auto", choices=("auto", "kernel", "xla", "heuristic"),
+                 help="the bf16/fp16 products' dispatch (tuning.override(dispatch=...)): "
+                      "auto = as the package dispatches them; kernel / heuristic time our "
+                      "kernel wherever the measured dispatch would pick XLA's dot")
   args = p.parse_args(argv)
   import jax_sm100
+  from jax_sm100 import tuning
   dev = jax.devices()[0]
-  print(f"device {dev.device_kind}  jax {jax.__version__}  backend {jax_sm100.backend()}")
+  print(f"device {dev.device_kind}  jax {jax.__version__}  backend {jax_sm100.backend()}  "
+        f"dispatch {args.dispatch}")
   if jax_sm100.backend() == "reference":
     print("warning: jax_sm100.backend() is 'reference': 'ours' is the pure-JAX path",
           file=sys.stderr)
-  rows, summary = run(args.only.split(","), args.quick, args.repeats or (5 if args.quick else 10))
+  with tuning.override(dispatch=args.dispatch):   # read when each timed function is traced
+    rows, summary = run(args.only.split(","), args.quick,
+                        args.repeats or (5 if args.quick else 10))
   if args.out:
     os.makedirs(args.out, exist_ok=True)
     meta = dict(device=dev.device_kind, jax_version=jax.__version__,
-                backend=jax_sm100.backend(), quick=args.quick,
+                backend=jax_sm100.backend(), quick=args.quick, dispatch=args.dispatch,
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 git_commit=os.environ.get("JAX_SM100_GIT_COMMIT", "unknown"))
     with open(os.path.join(args.out, "bench.json"), "w") as f:

@@ -51,6 +51,19 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _gpu_tests_run_the_kernels(request):
+  """A `gpu` test checks a kernel: the measured dispatch (which may send a shape to
+  XLA's own dot) and a user's autotune cache stay out of it. The dispatch itself is
+  tested in test_api_dispatch_table.py."""
+  if "gpu" not in request.node.keywords:
+    yield
+    return
+  from jax_sm100 import tuning
+  with tuning.override(dispatch="kernel", autotune_cache=False):
+    yield
+
+
 @pytest.fixture
 def rng(request):
   seed = int(os.environ.get("JAX_SM100_TEST_SEED", secrets.randbits(32)))
