@@ -58,6 +58,15 @@ double unit_roundoff() {
   else return 1.0 / (1 << 8);
 }
 
+/// The spacing of X's subnormals: the absolute rounding error near zero (unit_roundoff
+/// is relative and vanishes there).
+template <class X>
+double subnormal_step() {
+  if constexpr (std::is_same_v<X, float>) return std::ldexp(1.0, -149);
+  else if constexpr (std::is_same_v<X, __half>) return std::ldexp(1.0, -24);
+  else return std::ldexp(1.0, -133);
+}
+
 /// Random element codes of a format: finite (no NaN, no infinity), |value| <= max_abs.
 std::vector<uint8_t> random_elements(size_t n, bool e5m2, double max_abs, std::mt19937& rng) {
   std::uniform_int_distribution<int> u(0, 255);
@@ -171,7 +180,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
         continue;
       }
       const double tol = 2 * unit_roundoff<Out>() * std::fabs(ref) +
-                         (double(kbs) + 1) * std::ldexp(absum, -23) + 1e-300;
+                         (double(kbs) + 1) * std::ldexp(absum, -23) + subnormal_step<Out>();
       const double e = std::fabs(got - ref);
       if (e / tol > max_ratio) max_ratio = e / tol, max_err = e;
       if (e > tol && bad < 0) bad = i * c.n + j;

@@ -25,7 +25,7 @@
 //               partial from TMEM (tcgen05.ld); acc += a_scale * b_scale * partial in
 //               registers; after the last K block, bf16 (+ beta * C) through 128B-swizzled
 //               staging and TMA stores
-//   warps 2, 3  the CLC scheduler and the C loads: the bf16 GEMM's own role functions
+//   warps 2, 3  the CLC scheduler and the C loads: the shared roles (cta_skeleton.h)
 //
 // Where the scales come from (and why):
 //   * A's scales (one per row and K block) ride in the input stage with the tiles
@@ -49,8 +49,8 @@
 namespace jax_sm100::kernels::sm100 {
 
 /// The one tiling of the FP8 kernel (128 x 128, one CTA per cluster). Names as in
-/// GemmConfig, so the bf16 GEMM's shared-memory carve-up (GemmSharedStorage) and its
-/// scheduler / C-load roles serve this kernel unchanged.
+/// GemmConfig, so the shared-memory carve-up (GemmSharedStorage) and the CTA, scheduler,
+/// C-load and store code of cta_skeleton.h serve this kernel unchanged.
 struct Fp8GemmConfig {
   static constexpr int kBlockM = 128;             ///< output rows per CTA (TMEM lanes)
   static constexpr int kBlockN = 128;             ///< output columns: one B-scale block

@@ -4,10 +4,11 @@
 //
 // Every function here is a template over `Ops` (ops_concept.h): compiled with DeviceOps
 // for sm_100a (fp8_gemm.cuh) and with the CPU emulator's EmuOps (tests/emu) from this
-// same source. The bf16 GEMM's pieces are reused as they are: its shared-memory carve-up
-// (GemmSharedStorage over this kernel's BlockwiseFP8TilePayload), the CLC work walk
-// (WorkIterator), the scheduler and C-load roles, MmaHandle, the epilogue's swizzled
-// staging layout. What is new: the producer's A-scale box, the MMA's per-K TMEM stages
+// same source. The CTA and what the sm_100a GEMMs share come from cta_skeleton.h: the
+// shared-memory carve-up (GemmSharedStorage over this kernel's BlockwiseFP8TilePayload),
+// set-up and tear-down, the CLC work walk (WorkIterator), the scheduler and C-load roles,
+// the load loop, MmaHandle, the epilogue's store through the swizzled staging buffers.
+// What is this kernel's own: the producer's A-scale box, the MMA's per-K TMEM stages
 // (kind::f8f6f4) and the epilogue's per-K promotion.
 //
 // Pipelines: InputTilePipeline<BlockwiseFP8TilePayload> (TMA -> MMA for the tiles, and
@@ -25,10 +26,9 @@
 #include <cstring>
 #include <utility>
 
+#include "jax_sm100/kernels/sm100/cta_skeleton.h"
 #include "jax_sm100/kernels/sm100/fp8_config.h"
-#include "jax_sm100/kernels/sm100/gemm_roles.h"
 #include "jax_sm100/kernels/sm100/mma_handle.h"
-#include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/output_tile_pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
 #include "jax_sm100/ptx/sm100/umma_desc.h"
@@ -49,28 +49,18 @@ namespace jax_sm100::kernels::sm100 {
 template <class Cfg, class Ops>
 JAX_SM100_ROLE void fp8_load_role(GemmStorage<Cfg, Ops>& s, const Fp8GemmParams<Ops>& p) {
   using Barrier = typename Ops::Barrier;
-  pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
-  auto producer = input.producer();
-  pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier> throttle(s.throttle_bars, "throttle");
-  WorkIterator<Cfg, Ops> work_items(s);
   Ops::prefetch_map(&p.tma_a);
   Ops::prefetch_map(&p.tma_b);
   Ops::prefetch_map(&p.tma_sfa);
 
-  for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(false)) {
-    throttle.producer_signal_and_step();  // throttle_signal: the scheduler may ask for more
-    const TileCoord t = tile_coord<Cfg, Ops>(p, work);
-    for (int kb = 0; kb < p.k_blocks; ++kb) {
-      auto stage = producer.acquire_stage();
-      stage.expect_bytes();  // one transaction: A + B + A-scale boxes (zero fill included)
-      Barrier* bar = stage.mbar();
-      const int k0 = kb * Cfg::kBlockK;
-      Ops::tma_load(stage.a_tile(), &p.tma_a, bar, k0, t.m_row, 0);       // 128 rows x 128 K
-      Ops::tma_load(stage.b_tile(), &p.tma_b, bar, k0, t.n_col, 0);       // 128 rows x 128 K
-      Ops::tma_load(stage.sfa_tile(), &p.tma_sfa, bar, t.m_row, kb, 0);  // the rows' scales of kb
-      std::move(stage).release();
-    }
-  }
+  // One transaction per stage: A + B + A-scale boxes (zero fill included).
+  produce_stages<Cfg, Ops>(s, p, [&](auto& stage, const TileCoord& t, int kb) {
+    Barrier* bar = stage.mbar();
+    const int k0 = kb * Cfg::kBlockK;
+    Ops::tma_load(stage.a_tile(), &p.tma_a, bar, k0, t.m_row, 0);       // 128 rows x 128 K
+    Ops::tma_load(stage.b_tile(), &p.tma_b, bar, k0, t.n_col, 0);       // 128 rows x 128 K
+    Ops::tma_load(stage.sfa_tile(), &p.tma_sfa, bar, t.m_row, kb, 0);  // the rows' scales of kb
+  });
 }
 
 // ------------------------------------------------------------------------------------
@@ -138,20 +128,18 @@ template <class Cfg, class Ops>
 JAX_SM100_ROLE void fp8_epilogue_role(GemmStorage<Cfg, Ops>& s, const Fp8GemmParams<Ops>& p, uint32_t tmem_base) {
   using Barrier = typename Ops::Barrier;
   using Out = __nv_bfloat16;
-  constexpr int kCols = Cfg::kEpiRowBytes / static_cast<int>(sizeof(Out));  // columns per staging chunk
-  constexpr int kPieces = kCols * static_cast<int>(sizeof(Out)) / 16;       // 16-byte pieces per chunk row
+  using Store = TileStore<Cfg, Ops, Out>;
+  constexpr int kCols = Store::kCols;                                   // columns per staging chunk
+  constexpr int kPieces = kCols * static_cast<int>(sizeof(Out)) / 16;  // 16-byte pieces per chunk row
   pipeline::OutputTilePipeline<Cfg::kAccStages, Barrier> acc_pipe(s.acc_bars, tmem_base, Cfg::kBlockN, "partials");
   auto partials = acc_pipe.per_k();
   pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
   auto scales = input.consumer();
-  pipeline::EpiLoadPipeline<Cfg::kEpiStages, Barrier> epi(s.epi_bars, "epi_load");
   WorkIterator<Cfg, Ops> work_items(s);
   const uint32_t row = Ops::thread_idx() - Cfg::kWarpEpilogue * 32;  // 0..127: output row, TMEM lane
   const uint32_t lane_bits = ((row / 32) * 32) << 16;  // warp w reads TMEM lanes 32 * (w % 4) ..
   const bool lane0 = row % 32 == 0;
-  const bool store_thread = row == 0;
-  uint32_t chunk_count = 0;
-  if (store_thread) Ops::prefetch_map(&p.tma_d);
+  Store store(s, p, row);
 
   for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(true)) {
     const TileCoord t = tile_coord<Cfg, Ops>(p, work);
@@ -181,91 +169,36 @@ JAX_SM100_ROLE void fp8_epilogue_role(GemmStorage<Cfg, Ops>& s, const Fp8GemmPar
     // bf16 (+ beta * C) -> 128B-swizzled staging -> TMA store, kCols columns at a time
     // (unrolled: acc is indexed by constants only, so it stays in registers).
     JAX_SM100_FP8_UNROLL
-    for (int chunk = 0; chunk < Cfg::kBlockN / kCols; ++chunk, ++chunk_count) {
-      uint8_t* dbuf = s.d[chunk_count & 1];
-      if (store_thread) Ops::tma_store_wait_read_1();  // the store from this buffer 2 chunks ago
-      Ops::named_sync(Cfg::kEpilogueBarrierId, Cfg::kEpilogueThreads);
-      const uint8_t* cbuf = nullptr;
-      if (p.has_c) {
-        epi.wait_producer();
-        cbuf = s.c[epi.consumer_stage()];
-      }
-      JAX_SM100_FP8_UNROLL
-      for (int q = 0; q < kPieces; ++q) {
-        constexpr int kPer = 16 / static_cast<int>(sizeof(Out));
-        Out cvals[kPer], out[kPer];
-        if (cbuf != nullptr) std::memcpy(cvals, cbuf + epi_chunk_offset(row, q), 16);
+    for (int chunk = 0; chunk < Store::kChunks; ++chunk) {
+      store.chunk(chunk, t.n_col, t.m_row, 0, [&](uint8_t* dbuf, const uint8_t* cbuf) {
         JAX_SM100_FP8_UNROLL
-        for (int i = 0; i < kPer; ++i) {
-          float y = acc[chunk * kCols + q * kPer + i];
-          if (cbuf != nullptr) y = fmaf(p.beta, static_cast<float>(cvals[i]), y);
-          out[i] = static_cast<Out>(y);
+        for (int q = 0; q < kPieces; ++q) {
+          constexpr int kPer = 16 / static_cast<int>(sizeof(Out));
+          Out cvals[kPer], out[kPer];
+          if (cbuf != nullptr) std::memcpy(cvals, cbuf + epi_chunk_offset(row, q), 16);
+          JAX_SM100_FP8_UNROLL
+          for (int i = 0; i < kPer; ++i) {
+            float y = acc[chunk * kCols + q * kPer + i];
+            if (cbuf != nullptr) y = fmaf(p.beta, static_cast<float>(cvals[i]), y);
+            out[i] = static_cast<Out>(y);
+          }
+          std::memcpy(dbuf + epi_chunk_offset(row, q), out, 16);
         }
-        std::memcpy(dbuf + epi_chunk_offset(row, q), out, 16);
-      }
-      if (p.has_c) {
-        epi.consumer_mbar()->arrive();  // this thread is done with the C chunk
-        epi.consumer_step();
-      }
-      Ops::fence_async_shared();  // the generic-proxy writes, visible to the TMA
-      Ops::named_sync(Cfg::kEpilogueBarrierId, Cfg::kEpilogueThreads);
-      if (store_thread) {
-        Ops::tma_store(&p.tma_d, dbuf, t.n_col + chunk * kCols, t.m_row, 0);
-        Ops::tma_store_commit();
-      }
+      });
     }
   }
-  if (store_thread) Ops::tma_store_wait_all();
+  store.finish();
 }
 
 // ------------------------------------------------------------------------------------
-// The CTA: set-up, the roles, tear-down.
+// The CTA (cta_skeleton.h) with this kernel's load, MMA and epilogue roles.
 // ------------------------------------------------------------------------------------
 template <class Cfg, class Ops>
 JAX_SM100_ROLE void fp8_gemm_cta(GemmStorage<Cfg, Ops>& s, const Fp8GemmParams<Ops>& p) {
-  using Barrier = typename Ops::Barrier;
-  const uint32_t warp = Ops::thread_idx() / 32;
-  if (Ops::thread_idx() == 0) {
-    pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier>(s.input_bars, &s.tiles)
-        .init_barriers(1, Cfg::kInputConsumers);  // full: one arrive_expect_tx; empty: commit + epilogue warps
-    pipeline::OutputTilePipeline<Cfg::kAccStages, Barrier>(s.acc_bars).init_barriers(1, Cfg::kAccConsumers);
-    pipeline::ProducerConsumerPipeline<Cfg::kClcStages, Barrier>(s.clc_bars).init_mbars(1, Cfg::kClcConsumers);
-    pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier>(s.throttle_bars).init_mbars(1, 1);
-    pipeline::EpiLoadPipeline<Cfg::kEpiStages, Barrier>(s.epi_bars).init_barriers(1, Cfg::kEpilogueThreads);
-    Barrier::fence_init();
-  }
-  MmaHandle<Cfg::kAccStages, Ops> mma;
-  if (warp == Cfg::kWarpMma)
-    mma = MmaHandle<Cfg::kAccStages, Ops>::create(s.acc_bars, &s.tmem_base, Cfg::kTmemCols, Cfg::kBlockN, false);
-  Ops::tcgen05_fence_before();
-  Ops::sync_cta();
-  Ops::tcgen05_fence_after();
-  const uint32_t tmem_base = s.tmem_base;
-
-  if (warp == Cfg::kWarpLoad) {
-    if (Ops::elect_one()) fp8_load_role<Cfg, Ops>(s, p);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpMma) {
-    if (Ops::elect_one()) fp8_mma_role<Cfg, Ops>(s, p, mma);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpSched) {
-    if (Ops::elect_one()) scheduler_role<Cfg, Ops>(s);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpEpiLoad) {
-    if (Ops::elect_one()) epilogue_load_role<Cfg, Ops, __nv_bfloat16>(s, p);
-    Ops::sync_warp();
-  } else {
-    fp8_epilogue_role<Cfg, Ops>(s, p, tmem_base);
-  }
-
-  // Every UMMA completed (the epilogue waited for the last commit) and every TMEM read is
-  // done: free the TMEM.
-  Ops::tcgen05_fence_before();
-  Ops::sync_cta();
-  if (warp == Cfg::kWarpMma) {
-    Ops::tcgen05_fence_after();
-    std::move(mma).release();  // tcgen05.dealloc (warp-wide)
-  }
+  run_cta<Cfg, Ops, __nv_bfloat16>(
+      s, p, [&] { fp8_load_role<Cfg, Ops>(s, p); },
+      [&](MmaHandle<Cfg::kAccStages, Ops>& mma, uint32_t) { fp8_mma_role<Cfg, Ops>(s, p, mma); },
+      [&](uint32_t tmem_base) { fp8_epilogue_role<Cfg, Ops>(s, p, tmem_base); });
 }
 
 }  // namespace jax_sm100::kernels::sm100

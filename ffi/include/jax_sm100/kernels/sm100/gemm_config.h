@@ -58,6 +58,8 @@ struct GemmConfig {
   /// four epilogue warps (one elected lane each), plus the one MMA warp that issues; in a
   /// pair every arrival goes to the even CTA's barrier.
   static constexpr int kClcConsumers = ClusterM * 7 + 1;
+  /// Arrivals that free an input stage: the MMA's one commit.
+  static constexpr int kInputConsumers = 1;
   /// Arrivals that free one accumulator: every epilogue thread of the cluster.
   static constexpr int kAccConsumers = ClusterM * kEpilogueThreads;
 

@@ -11,13 +11,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "jax_sm100/kernels/sm100/role.h"
 #include "jax_sm100/pipeline/output_tile_pipeline.h"
-
-#if defined(__CUDACC__)
-#define JAX_SM100_MMA_HANDLE_FN __device__ __forceinline__
-#else
-#define JAX_SM100_MMA_HANDLE_FN inline
-#endif
 
 namespace jax_sm100::kernels::sm100 {
 
@@ -28,12 +23,12 @@ class [[nodiscard]] MmaHandle {
   using Pipeline = pipeline::OutputTilePipeline<AccStages, Barrier>;
 
   /// An empty handle (the warps that own no TMEM).
-  JAX_SM100_MMA_HANDLE_FN MmaHandle() : pipe_(nullptr) {}
+  JAX_SM100_ROLE MmaHandle() : pipe_(nullptr) {}
 
   /// Warp-wide: allocate `ncols` TMEM columns for accumulators of `stage_cols` columns
   /// each (both CTAs of a pair when `pair`). The address lands in *tmem_slot; read it
   /// only after the CTA (or cluster) barrier that follows.
-  static JAX_SM100_MMA_HANDLE_FN MmaHandle create(Barrier* acc_bars, uint32_t* tmem_slot, uint32_t ncols,
+  static JAX_SM100_ROLE MmaHandle create(Barrier* acc_bars, uint32_t* tmem_slot, uint32_t ncols,
                                                   uint32_t stage_cols, bool pair) {
     Ops::tmem_alloc(tmem_slot, ncols, pair);
     Ops::tmem_relinquish(pair);
@@ -46,18 +41,18 @@ class [[nodiscard]] MmaHandle {
   }
 
   /// Wait until the epilogue freed the next accumulator stage; its linear MMA handle.
-  [[nodiscard]] JAX_SM100_MMA_HANDLE_FN pipeline::MmaStage<AccStages, Barrier> acquire_stage_linear() {
+  [[nodiscard]] JAX_SM100_ROLE pipeline::MmaStage<AccStages, Barrier> acquire_stage_linear() {
     pipe_.tmem_base = *slot_;
     return pipe_.acquire_mma_stage();
   }
   /// The same for one K block's partial accumulator (per-K pipelines).
-  [[nodiscard]] JAX_SM100_MMA_HANDLE_FN pipeline::MmaKStage<AccStages, Barrier> acquire_k_stage_linear() {
+  [[nodiscard]] JAX_SM100_ROLE pipeline::MmaKStage<AccStages, Barrier> acquire_k_stage_linear() {
     pipe_.tmem_base = *slot_;
     return pipe_.per_k().acquire_mma_k();
   }
 
   /// Warp-wide: free the TMEM. Every UMMA into it and every read of it must be complete.
-  JAX_SM100_MMA_HANDLE_FN void release() && {
+  JAX_SM100_ROLE void release() && {
     if (slot_ != nullptr) Ops::tmem_dealloc(*slot_, ncols_, pair_);
     slot_ = nullptr;
   }

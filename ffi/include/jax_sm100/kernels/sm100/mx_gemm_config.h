@@ -1,8 +1,9 @@
 // Compile-time shape of the sm_100a MXFP8 block-scaled GEMM and its shared-memory and
-// TMEM budgets. The kernel is the bf16 GEMM's (gemm_config.h, gemm_roles.h) with two
-// roles replaced (mx_gemm_roles.h): the loads bring each stage's scale factors beside
-// its A and B tiles (pipeline::BlockScaledTilePayload), and the MMA copies them into
-// TMEM (tcgen05.cp) before the block-scaled UMMA of the stage reads them.
+// TMEM budgets. The kernel is the bf16 GEMM's (gemm_config.h, gemm_roles.h, on the CTA
+// of cta_skeleton.h) with two roles replaced (mx_gemm_roles.h): the loads bring each
+// stage's scale factors beside its A and B tiles (pipeline::BlockScaledTilePayload), and
+// the MMA copies them into TMEM (tcgen05.cp) before the block-scaled UMMA of the stage
+// reads them.
 //
 // One CTA owns 128 output rows and BlockN (128 or 256) columns; K advances in stages of
 // 128 fp8 elements (128 bytes: one 128B-swizzle row), four UMMA of K = 32 per stage, the
@@ -64,6 +65,7 @@ struct MxGemmConfig {
   static constexpr int kEpilogueThreads = 128;
   static constexpr int kWarpLoad = 0, kWarpMma = 1, kWarpSched = 2, kWarpEpiLoad = 3, kWarpEpilogue = 4;
   static constexpr uint32_t kEpilogueBarrierId = 1;
+  static constexpr int kInputConsumers = 1;           ///< the MMA's commit frees a stage
   static constexpr int kClcConsumers = 7 + 1;         ///< see GemmConfig::kClcConsumers
   static constexpr int kAccConsumers = kEpilogueThreads;
 

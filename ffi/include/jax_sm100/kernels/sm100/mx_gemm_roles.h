@@ -1,13 +1,14 @@
 // The sm_100a MXFP8 GEMM: d = (a * a_scale) @ (b * b_scale)^T with UE8M0 scales per 32
 // elements of K, applied by the tensor core (tcgen05.mma.kind::mxf8f6f4.block_scale).
 //
-// The bf16 GEMM's kernel (gemm_roles.h) with its load and MMA roles replaced; everything
-// else is that kernel's own code, instantiated with an MX config (mx_gemm_config.h) and
-// an Ops that has three more members (the MX part of ops_concept.h: bulk_load,
-// tmem_cp_32x128b_warpx4, umma_mx): the shared-memory carve-up (GemmSharedStorage over
-// the BlockScaledTilePayload), the CLC work walk (WorkIterator), the scheduler, the
-// epilogue-load warp (no C: it only walks the work list) and the epilogue (TMEM ->
-// registers -> TMA store). Templates over Ops, so the CPU emulator runs this source.
+// The CTA of cta_skeleton.h with this kernel's load and MMA roles and the bf16 GEMM's
+// epilogue (gemm_roles.h: TMEM -> registers -> TMA store), instantiated with an MX config
+// (mx_gemm_config.h) and an Ops that has three more members (the MX part of
+// ops_concept.h: bulk_load, tmem_cp_32x128b_warpx4, umma_mx). Everything else is the
+// shared code: the shared-memory carve-up (GemmSharedStorage over the
+// BlockScaledTilePayload), the CLC work walk (WorkIterator), the scheduler, the
+// epilogue-load warp (no C: it only walks the work list), the load and MMA loops.
+// Templates over Ops, so the CPU emulator runs this source.
 //
 //   warp 0  loads: per stage one TMA box of A (128 rows x 128 K) and of B (BlockN rows),
 //           and one bulk copy per operand of the stage's scale chunks (the tiled layout
@@ -43,32 +44,22 @@ JAX_SM100_ROLE uint32_t mx_sf_cols(uint32_t stage) {
 template <class Cfg, class Ops>
 JAX_SM100_ROLE void mx_load_role(GemmStorage<Cfg, Ops>& s, const MxGemmParams<Ops>& p) {
   using Barrier = typename Ops::Barrier;
-  pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
-  auto producer = input.producer();
-  pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier> throttle(s.throttle_bars, "throttle");
-  WorkIterator<Cfg, Ops> work_items(s);
   Ops::prefetch_map(&p.tma_a);
   Ops::prefetch_map(&p.tma_b);
   constexpr uint32_t kChunk = ptx::kMxScaleChunkBytes;
 
-  for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(false)) {
-    throttle.producer_signal_and_step();  // throttle_signal (every CTA is a cluster's first)
-    const TileCoord t = tile_coord<Cfg, Ops>(p, work);
+  // A + B + both scale tiles per stage: Cfg::kStageTxBytes.
+  produce_stages<Cfg, Ops>(s, p, [&](auto& stage, const TileCoord& t, int kb) {
     const int64_t a_tile = t.m_row / 128, b_tile = t.n_col / 128;  // 128-row scale tiles
-    for (int kb = 0; kb < p.k_blocks; ++kb) {
-      auto stage = producer.acquire_stage();
-      stage.expect_bytes();  // A + B + both scale tiles: Cfg::kStageTxBytes
-      Barrier* bar = stage.mbar();
-      const int k0 = kb * Cfg::kBlockK;
-      Ops::tma_load(stage.a_tile(), &p.tma_a, bar, k0, t.m_row, 0);  // 128 rows x 128 K
-      Ops::tma_load(stage.b_tile(), &p.tma_b, bar, k0, t.n_col, 0);  // BlockN rows x 128 K
-      Ops::bulk_load(stage.sfa_tile(), p.sfa + (int64_t(kb) * p.sfa_row_tiles + a_tile) * kChunk,
-                     Cfg::kSfaBytes, bar);
-      Ops::bulk_load(stage.sfb_tile(), p.sfb + (int64_t(kb) * p.sfb_row_tiles + b_tile) * kChunk,
-                     Cfg::kSfbBytes, bar);
-      std::move(stage).release();
-    }
-  }
+    Barrier* bar = stage.mbar();
+    const int k0 = kb * Cfg::kBlockK;
+    Ops::tma_load(stage.a_tile(), &p.tma_a, bar, k0, t.m_row, 0);  // 128 rows x 128 K
+    Ops::tma_load(stage.b_tile(), &p.tma_b, bar, k0, t.n_col, 0);  // BlockN rows x 128 K
+    Ops::bulk_load(stage.sfa_tile(), p.sfa + (int64_t(kb) * p.sfa_row_tiles + a_tile) * kChunk,
+                   Cfg::kSfaBytes, bar);
+    Ops::bulk_load(stage.sfb_tile(), p.sfb + (int64_t(kb) * p.sfb_row_tiles + b_tile) * kChunk,
+                   Cfg::kSfbBytes, bar);
+  });
 }
 
 // ------------------------------------------------------------------------------------
@@ -77,97 +68,45 @@ JAX_SM100_ROLE void mx_load_role(GemmStorage<Cfg, Ops>& s, const MxGemmParams<Op
 template <class Cfg, class Ops>
 JAX_SM100_ROLE void mx_mma_role(GemmStorage<Cfg, Ops>& s, const MxGemmParams<Ops>& p,
                                 MmaHandle<Cfg::kAccStages, Ops>& mma, uint32_t tmem_base) {
-  using Barrier = typename Ops::Barrier;
-  pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
-  auto consumer = input.consumer();
-  WorkIterator<Cfg, Ops> work_items(s);
   const auto a_fmt = static_cast<ptx::MxFormat>(p.a_fmt), b_fmt = static_cast<ptx::MxFormat>(p.b_fmt);
   // Per UMMA (K = 32 fp8 = 32 bytes): both operands K-major, 128B-swizzled rows of one
   // stage's 128 K, 8-row atoms 1024 bytes apart (SBO); advance 32 bytes inside the row.
   constexpr uint32_t kStep = Cfg::kUmmaK;
 
-  for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(false)) {
-    auto acc = mma.acquire_stage_linear();  // waits until the epilogue freed this TMEM stage
-    Ops::tcgen05_fence_after();
-    for (int kb = 0; kb < p.k_blocks; ++kb) {
-      auto tiles = consumer.acquire_stage();
-      Ops::tcgen05_fence_after();
-      // This stage's scales into its own TMEM columns (lane field 0): B's chunks, then A's.
-      const uint32_t tsfb = tmem_base + mx_sf_cols<Cfg>(tiles.index());
-      const uint32_t tsfa = tsfb + Cfg::kSfbCols;
-      const uint32_t sfa_addr = Ops::smem_u32(tiles.sfa_tile()), sfb_addr = Ops::smem_u32(tiles.sfb_tile());
-      for (int c = 0; c < Cfg::kSfaChunks; ++c)
-        Ops::tmem_cp_32x128b_warpx4(tsfa + c * ptx::kMxScaleChunkCols,
-                                    ptx::make_mx_scale_desc(sfa_addr + c * ptx::kMxScaleChunkBytes));
-      for (int c = 0; c < Cfg::kSfbChunks; ++c)
-        Ops::tmem_cp_32x128b_warpx4(tsfb + c * ptx::kMxScaleChunkCols,
-                                    ptx::make_mx_scale_desc(sfb_addr + c * ptx::kMxScaleChunkBytes));
-      const uint32_t a_addr = Ops::smem_u32(tiles.a_tile()), b_addr = Ops::smem_u32(tiles.b_tile());
-      for (uint32_t kk = 0; kk < Cfg::kBlockK / Cfg::kUmmaK; ++kk) {
-        const uint64_t da = ptx::make_umma_smem_desc(a_addr + kk * kStep, 16, 1024, ptx::UmmaSwizzle::k128B);
-        const uint64_t db = ptx::make_umma_smem_desc(b_addr + kk * kStep, 16, 1024, ptx::UmmaSwizzle::k128B);
-        // UMMA kk covers K block kk of the stage: scale byte kk of every scale column.
-        const uint32_t idesc = ptx::make_umma_idesc_mx(a_fmt, b_fmt, Cfg::kUmmaM, Cfg::kUmmaN, kk, kk);
-        Ops::umma_mx(acc.tmem_offset(), da, db, idesc, tsfa, tsfb, kb > 0 || kk > 0);
-      }
-      // The stage (tiles and scales) is free once these copies and UMMA have read it.
-      Ops::umma_commit(tiles.mbar());
-      std::move(tiles).release_without_signal();
+  // The stage's commit (mma_per_tile) covers these copies and UMMA: tiles and scales are
+  // free once they have read them.
+  mma_per_tile<Cfg, Ops>(s, p, mma, [&](auto& tiles, uint32_t tmem_d, int kb) {
+    // This stage's scales into its own TMEM columns (lane field 0): B's chunks, then A's.
+    const uint32_t tsfb = tmem_base + mx_sf_cols<Cfg>(tiles.index());
+    const uint32_t tsfa = tsfb + Cfg::kSfbCols;
+    const uint32_t sfa_addr = Ops::smem_u32(tiles.sfa_tile()), sfb_addr = Ops::smem_u32(tiles.sfb_tile());
+    for (int c = 0; c < Cfg::kSfaChunks; ++c)
+      Ops::tmem_cp_32x128b_warpx4(tsfa + c * ptx::kMxScaleChunkCols,
+                                  ptx::make_mx_scale_desc(sfa_addr + c * ptx::kMxScaleChunkBytes));
+    for (int c = 0; c < Cfg::kSfbChunks; ++c)
+      Ops::tmem_cp_32x128b_warpx4(tsfb + c * ptx::kMxScaleChunkCols,
+                                  ptx::make_mx_scale_desc(sfb_addr + c * ptx::kMxScaleChunkBytes));
+    const uint32_t a_addr = Ops::smem_u32(tiles.a_tile()), b_addr = Ops::smem_u32(tiles.b_tile());
+    for (uint32_t kk = 0; kk < Cfg::kBlockK / Cfg::kUmmaK; ++kk) {
+      const uint64_t da = ptx::make_umma_smem_desc(a_addr + kk * kStep, 16, 1024, ptx::UmmaSwizzle::k128B);
+      const uint64_t db = ptx::make_umma_smem_desc(b_addr + kk * kStep, 16, 1024, ptx::UmmaSwizzle::k128B);
+      // UMMA kk covers K block kk of the stage: scale byte kk of every scale column.
+      const uint32_t idesc = ptx::make_umma_idesc_mx(a_fmt, b_fmt, Cfg::kUmmaM, Cfg::kUmmaN, kk, kk);
+      Ops::umma_mx(tmem_d, da, db, idesc, tsfa, tsfb, kb > 0 || kk > 0);
     }
-    Ops::umma_commit(acc.mbar());  // the accumulator is complete
-    std::move(acc).release();
-  }
+  });
 }
 
 // ------------------------------------------------------------------------------------
-// The CTA: set-up, the roles, tear-down (as gemm_cta, with the MX load and MMA roles).
+// The CTA (cta_skeleton.h) with the MX load and MMA roles and the bf16 GEMM's epilogue.
 // ------------------------------------------------------------------------------------
 template <class Cfg, class Ops, class Out>
 JAX_SM100_ROLE void mx_gemm_cta(GemmStorage<Cfg, Ops>& s, const MxGemmParams<Ops>& p) {
   static_assert(!Cfg::kPair, "the MXFP8 kernel is cta_group::1 only");
-  using Barrier = typename Ops::Barrier;
-  const uint32_t warp = Ops::thread_idx() / 32;
-  if (Ops::thread_idx() == 0) {
-    pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier>(s.input_bars, &s.tiles)
-        .init_barriers(1, 1);  // full: one arrive_expect_tx; empty: one UMMA commit
-    pipeline::OutputTilePipeline<Cfg::kAccStages, Barrier>(s.acc_bars).init_barriers(1, Cfg::kAccConsumers);
-    pipeline::ProducerConsumerPipeline<Cfg::kClcStages, Barrier>(s.clc_bars).init_mbars(1, Cfg::kClcConsumers);
-    pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier>(s.throttle_bars).init_mbars(1, 1);
-    pipeline::EpiLoadPipeline<Cfg::kEpiStages, Barrier>(s.epi_bars).init_barriers(1, Cfg::kEpilogueThreads);
-    Barrier::fence_init();
-  }
-  MmaHandle<Cfg::kAccStages, Ops> mma;
-  if (warp == Cfg::kWarpMma)
-    mma = MmaHandle<Cfg::kAccStages, Ops>::create(s.acc_bars, &s.tmem_base, Cfg::kTmemCols, Cfg::kBlockN, false);
-  Ops::tcgen05_fence_before();
-  Ops::sync_cta();
-  Ops::tcgen05_fence_after();
-  const uint32_t tmem_base = s.tmem_base;
-
-  if (warp == Cfg::kWarpLoad) {
-    if (Ops::elect_one()) mx_load_role<Cfg, Ops>(s, p);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpMma) {
-    if (Ops::elect_one()) mx_mma_role<Cfg, Ops>(s, p, mma, tmem_base);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpSched) {
-    if (Ops::elect_one()) scheduler_role<Cfg, Ops>(s);
-    Ops::sync_warp();
-  } else if (warp == Cfg::kWarpEpiLoad) {
-    if (Ops::elect_one()) epilogue_load_role<Cfg, Ops, Out>(s, p);  // has_c = 0: walks the work only
-    Ops::sync_warp();
-  } else {
-    epilogue_role<Cfg, Ops, Out>(s, p, tmem_base);
-  }
-
-  // Every UMMA and copy completed (the epilogue waited for the last commits) and every
-  // TMEM read is done.
-  Ops::tcgen05_fence_before();
-  Ops::sync_cta();
-  if (warp == Cfg::kWarpMma) {
-    Ops::tcgen05_fence_after();
-    std::move(mma).release();  // tcgen05.dealloc (warp-wide)
-  }
+  run_cta<Cfg, Ops, Out>(
+      s, p, [&] { mx_load_role<Cfg, Ops>(s, p); },
+      [&](MmaHandle<Cfg::kAccStages, Ops>& mma, uint32_t tmem_base) { mx_mma_role<Cfg, Ops>(s, p, mma, tmem_base); },
+      [&](uint32_t tmem_base) { epilogue_role<Cfg, Ops, Out>(s, p, tmem_base); });
 }
 
 }  // namespace jax_sm100::kernels::sm100
