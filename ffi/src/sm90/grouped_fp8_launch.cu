@@ -46,16 +46,13 @@ std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int nu
   if (!tiling.empty()) return tiling;
   const int num_kb = static_cast<int>((pr.k + 127) / 128);
   if (num_kb > fp8::kMaxKBlocks) return "K must be <= " + std::to_string(fp8::kMaxKBlocks * 128);
-  CUtensorMap map_a, map_b, map_sfa, map_d;
+  CUtensorMap map_a, map_b, map_d;  // A's scales: by cp.async (see the kernel's header)
   std::string err = encode(&map_a, pr.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 2, pr.k, pr.m, 1,
                            Cfg::BLOCK_K, Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "a: " + err;
   err = encode(&map_b, pr.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 3, pr.k, pr.n, pr.g, Cfg::BLOCK_K,
                Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "b: " + err;
-  err = encode(&map_sfa, pr.a_scale_t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 2, pr.mp, num_kb, 1,
-               Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
-  if (!err.empty()) return "a_scale: " + err;
   err = encode(&map_d, pr.out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, 2, pr.n, pr.m, 1, Cfg::kEpiChunk,
                Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "out: " + err;
@@ -68,12 +65,15 @@ std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int nu
   p.num_nb = static_cast<int>((pr.n + 127) / 128);
   p.b_scale = pr.b_scale;
   p.beta = 0.0f;
-  // Whole boxes every stage (TMA counts the zero fill past M, K and N): A, B, A's scales.
-  static_assert(Cfg::BLOCK_M * Cfg::BLOCK_K + Cfg::BLOCK_N * Cfg::BLOCK_K +
-                    Cfg::BLOCK_M * sizeof(float) == Cfg::Payload::bytes_per_stage,
+  // Whole boxes every stage (TMA counts the zero fill past M, K and N): A and B. A's
+  // scales arrive by cp.async, counted as arrivals, not bytes.
+  static_assert(Cfg::BLOCK_M * Cfg::BLOCK_K + Cfg::BLOCK_N * Cfg::BLOCK_K ==
+                    Cfg::Payload::a_bytes + Cfg::Payload::b_bytes,
                 "stage transaction bytes out of step with the payload");
-  p.stage_tx_bytes = Cfg::Payload::bytes_per_stage;
+  p.stage_tx_bytes = Cfg::Payload::a_bytes + Cfg::Payload::b_bytes;
   p.group_sizes = pr.group_sizes;
+  p.a_scale_t = pr.a_scale_t;
+  p.mp = static_cast<int>(pr.mp);
   p.out = static_cast<__nv_bfloat16*>(pr.out);
   const int64_t n_tiles = (pr.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N;
   p.groups = kernels::GroupedOrder::make(p.m, static_cast<int>(pr.g), Cfg::BLOCK_M,
@@ -91,8 +91,7 @@ std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int nu
   l.units = units;
   l.num_sms = num_sms;
   l.single_cta = SingleCtaLaunch::kPlain;
-  return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_sfa,
-                                                                   map_d, p);
+  return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_d, p);
 }
 
 }  // namespace jax_sm100::host

@@ -9,9 +9,15 @@
 //   * every role decodes tile t through GroupedOrder::tile (its own cached lookup into
 //     the CTA's group table, built by warp 3 of the producer warpgroup before the role
 //     split); the order holds the tiles of groups 0..G-1 only;
-//   * the producer loads A and A's scales from the tile's first row (any row: TMA boxes
-//     start anywhere) and B through a (G, N, K) tensor map, the group as the outer
+//   * the producer loads A from the tile's first row (any row: A's rows are the TMA box's
+//     outer dimension) and B through a (G, N, K) tensor map, the group as the outer
 //     coordinate; the B-scale warp reads the group's (ceil(N/128), ceil(K/128)) block;
+//   * A's scales are copied by the producer warp's 32 lanes with 4-byte cp.async (4 rows
+//     each) into the same stage, each lane's copies signalled on the stage's full barrier
+//     (cp.async.mbarrier.arrive.noinc: 32 arrivals besides the TMA transaction). Not by
+//     TMA as in the dense kernel: a_scale_t's rows are its inner dimension, and a TMA box
+//     whose inner start address is not 16-byte aligned faults (illegal instruction); a
+//     group, hence a tile, may start at any row, not only at a multiple of 4;
 //   * a math warpgroup whose 64 rows all lie past its group's end holds no rows of the
 //     tile (waves_live 0: it frees the stages, as the dense kernel does for rows past M);
 //     one whose rows are cut by the group's end stores the valid rows from its staged
@@ -55,6 +61,8 @@ struct GroupedFp8Layout {
 /// num_nb, num_kb) scales, stage_tx_bytes; `order` unused) and the grouped order's.
 struct GroupedFp8Params : Fp8GemmParams {
   const int32_t* group_sizes;  ///< (G,) device memory
+  const float* a_scale_t;      ///< (num_kb, mp) f32: A's scales, transposed
+  int mp;                      ///< a_scale_t's row length: round_up(m, 4)
   __nv_bfloat16* out;          ///< (m, n): the masked stores and the rows in no group
   GroupedOrder groups;         ///< the tile order over the groups
 };
@@ -154,13 +162,29 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
   }
 }
 
-/// Producer (last WG, warp 0; every lane walks, lane 0 issues): per tile, per K block, one
-/// stage: A rows from the tile's first row, B of its group, A's scales.
+/// cp.async of one f32 from global to shared (address `dst`); with `valid` false nothing
+/// is read and the word is zero-filled.
+__device__ __forceinline__ void cp_async_f32(uint32_t dst, const float* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 4u : 0u)
+               : "memory");
+}
+
+/// One arrival on `bar` once every cp.async this thread issued so far has landed (.noinc:
+/// the arrival counts against the barrier's expected arrivals).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(ptx::smem_addr(bar)) : "memory");
+}
+
+/// Producer (last WG, warp 0; every lane walks): per tile, per K block, one stage: lane 0
+/// issues A's rows from the tile's first row and B of its group by TMA (one transaction);
+/// every lane copies 4 of A's scales (rows row0 + lane + 32 i; rows past M zero-filled)
+/// and arrives on the full barrier when they land.
 template <class Cfg>
 __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
-                                                      const CUtensorMap* map_b, const CUtensorMap* map_sfa,
-                                                      const GroupedFp8Params& p, const GroupTableEntry* table,
-                                                      const GroupedFp8Walk& walk) {
+                                                      const CUtensorMap* map_b, const GroupedFp8Params& p,
+                                                      const GroupTableEntry* table, const GroupedFp8Walk& walk) {
+  static_assert(Cfg::BLOCK_M % 32 == 0, "A's scales: BLOCK_M / 32 per lane");
   auto producer = pipe.producer();
   const uint32_t lane = ptx::lane_id();
   GroupSpan cache;
@@ -169,15 +193,26 @@ __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& p
     for (int kb = 0; kb < p.num_kb; ++kb) {
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
+      const uint32_t sfa = ptx::smem_addr(stage.sfa_tile());
+      const float* src = p.a_scale_t + static_cast<size_t>(kb) * p.mp;
+#pragma unroll
+      for (int i = 0; i < Cfg::BLOCK_M / 32; ++i) {
+        const int j = static_cast<int>(lane) + 32 * i, row = x.row0 + j;
+        const bool valid = row < p.m;
+        cp_async_f32(sfa + j * static_cast<uint32_t>(sizeof(float)), valid ? src + row : src, valid);
+      }
+      cp_async_arrive_noinc(bar);
       if (lane == 0) {
-        stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B + A-scales
+        stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B
         ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, x.row0);
         ptx::tma_load_3d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, x.n_tile * Cfg::BLOCK_N, x.group);
-        ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, x.row0, kb);
       }
       std::move(stage).release();
     }
   }
+  // No copy of this thread's is left in flight when it exits (the math WGs wait for them
+  // anyway, through the full barriers).
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 /// B-scale warp (last WG, warp 2): as the dense b_scale_loop, from the tile's group's
@@ -221,7 +256,6 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_grouped_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                                  const __grid_constant__ CUtensorMap map_b,
-                                 const __grid_constant__ CUtensorMap map_sfa,
                                  const __grid_constant__ CUtensorMap map_d, const GroupedFp8Params p) {
 #if JAX_SM100_SM90A_DEVICE
   static_assert(Cfg::kCluster == 1 && Cfg::kOverlap && !Cfg::kResidual,
@@ -235,11 +269,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   typename Cfg::InputPipe pipe(smem->input_bars, &smem->tiles, "grouped_fp8_input");
   const uint32_t warp = ptx::warp_idx_sync();
   if (threadIdx.x == Cfg::kMathThreads) {
-    pipe.init_barriers(1, Cfg::kMathWGs * 4);
+    // full: the producer's expect_bytes + one cp.async arrival per producer lane (A's
+    // scales) + the TMA bytes; empty: one lane per math warp.
+    pipe.init_barriers(1 + 32, Cfg::kMathWGs * 4);
     typename Cfg::ScalePipe(smem->sfb_bars).init_mbars(32, Cfg::kMathWGs * 4);
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
-    ptx::tma_prefetch_descriptor(&map_sfa);
     ptx::tma_prefetch_descriptor(&map_d);
   }
   if (warp == Cfg::kMathThreads / 32 + 3) build_group_table_warp(p.groups, p.group_sizes, table);
@@ -251,7 +286,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
     const uint32_t role = warp - Cfg::kMathThreads / 32;
     if (role == 0) {
-      grouped_producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, table, walk);
+      grouped_producer_loop<Cfg>(pipe, &map_a, &map_b, p, table, walk);
     } else if (role == 1) {
       zero_rows_loop<Cfg>(p, table);
     } else if (role == 2) {
@@ -268,7 +303,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
   }
 #else
-  (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)p;
+  (void)map_a; (void)map_b; (void)map_d; (void)p;
   __trap();  // built for another arch: the handler never launches this there
 #endif
 }
