@@ -141,7 +141,8 @@ def test_m_buckets(value, label):
 
 
 @pytest.mark.parametrize("n,k,label", [
-    (2048, 3072, "N<=2048,K<=3072"), (2049, 3072, "N>2048,K<=3072"),
+    (2048, 3072, "N<=2048,K<=3072"), (2049, 3072, "2048<N<=8192,K<=3072"),
+    (8192, 3073, "2048<N<=8192,K>3072"), (8193, 3072, "N>8192,K<=3072"),
     (2048, 3073, "N<=2048,K>3072"), (1, 1, "N<=2048,K<=3072")])
 def test_n_and_k_buckets(n, k, label):
   assert ",".join(dt.shape_class(64, n, k, 1, SMS, dt.DEFAULT_CLASSES).split(",")[1:3]) == label
@@ -177,8 +178,9 @@ def test_unknown_kinds_take_the_heuristic():
 
 
 def test_the_shipped_entries_come_from_the_published_measurements():
-  """The H200 table is what --emit-table makes of docs/bench_sm90_h200.json (no entry
-  typed by hand); H100 carries the same decisions, labelled as H200 measurements."""
+  """Each GPU kind's table is what --emit-table makes of its published measurements (no
+  entry typed by hand): H200 from docs/bench_sm90_h200.json, H100 from the suite run in
+  docs/results_raw/suite_h100.json."""
   sys.path.insert(0, os.path.join(REPO, "benchmarks"))
   try:
     import bench_suite
@@ -188,7 +190,12 @@ def test_the_shipped_entries_come_from_the_published_measurements():
   kt = table()["kinds"]["H200"]
   assert dt.build_entries(suite["rows"], sms=132, classes=table()["classes"],
                           threshold=kt["threshold"]) == kt["entries"]
-  assert table()["kinds"]["H100"]["measured_on"] == "H200"
+  with open(os.path.join(REPO, "docs", "results_raw", "suite_h100.json")) as f:
+    h100_rows = json.load(f)["rows"]
+  k100 = table()["kinds"]["H100"]
+  assert k100["measured_on"] == "H100"
+  assert dt.build_entries(h100_rows, sms=132, classes=table()["classes"],
+                          threshold=k100["threshold"]) == k100["entries"]
   # the regimes docs/results.md names: decode and 1000^3 go to XLA, M = 64..128 keeps
   # the kernel, and no residual entry (its baseline there was not the op's XLA path)
   h200 = gpu()
@@ -203,7 +210,7 @@ def test_the_shipped_entries_come_from_the_published_measurements():
 # ---------------------------------------------------------------------------
 
 XLA_SHAPE = (200, 64, 96)        # M, K, N: class 128<M<=2048, N<=2048, K<=3072: "xla"
-KERNEL_SHAPE = (64, 3080, 2056)  # class 16<M<=128, N>2048, K>3072: "kernel"
+KERNEL_SHAPE = (64, 3080, 2056)  # class 16<M<=128, 2048<N<=8192, K>3072: "kernel"
 
 
 def operands(rng, m, k, n, dtype=BF16, batch=()):
@@ -256,7 +263,7 @@ def test_kernel_choice_launches_the_custom_call(kind, rng):
   assert gemm_calls(hlo(jax_sm100.matmul, a, b)) == 1
   (d,) = tuning.explain(jax_sm100.matmul, a, b)
   assert d.path == "kernel" and d.config is not None
-  assert "dispatch table H200 class (16<M<=128, N>2048, K>3072, waves<=1" in d.why
+  assert "dispatch table H200 class (16<M<=128, 2048<N<=8192, K>3072, waves<=1" in d.why
   assert "measured the kernel 1.11x XLA (128x7168x4096, 64x7168x4096)" in d.why
   # the tiling is the heuristic's where the table has none
   assert d.config == tuning.gemm_config(m, n, k)
@@ -268,9 +275,9 @@ def test_kernel_choice_launches_the_custom_call(kind, rng):
 def test_gradients_dispatch_each_product(kind, rng):
   """dA = g b^T and dB = a^T g are products of their own shapes and classes."""
   loss = lambda a, b: jnp.sum(jax_sm100.matmul(a, b).astype(F32) ** 2)
-  # x (4096, 64) @ w (64, 3000): the forward (M>2048, N>2048, K<=3072, 3 waves) goes to
+  # x (4096, 64) @ w (64, 3000): the forward (M>2048, 2048<N<=8192, K<=3072, 3 waves) goes to
   # XLA; dA = g w^T (4096x64x3000: no entry) and dB = x^T g (64x3000x4096: 16<M<=128,
-  # N>2048, K>3072) stay on the kernel
+  # 2048<N<=8192, K>3072) stay on the kernel
   x, w = jax.ShapeDtypeStruct((4096, 64), BF16), jax.ShapeDtypeStruct((64, 3000), BF16)
   rep = tuning.explain(jax.grad(loss, (0, 1)), x, w)
   assert sorted(d.path for d in rep) == ["kernel", "kernel", "xla"], str(rep)
@@ -487,7 +494,7 @@ def test_emitted_entries_choose_per_class_and_drive_the_ops(kind, rng, tmp_path,
   ]
   entries = dt.build_entries(rows, sms=SMS)
   ea = entries["matmul"]["bfloat16"]["128<M<=2048,N<=2048,K<=3072,waves<=1"]
-  eb = entries["matmul"]["bfloat16"]["M<=16,N>2048,K>3072,waves<=1"]
+  eb = entries["matmul"]["bfloat16"]["M<=16,2048<N<=8192,K>3072,waves<=1"]
   assert ea["path"] == "kernel" and ea["tiling"] == [128, 128, 2] and ea["worst"] == 0.99
   assert eb["path"] == "xla" and eb["tiling"] == [64, 64, 1]
   assert eb["speedup"] == round(10.5 / 10.0, 3)    # xla over 64x64c1 on its worst shape
