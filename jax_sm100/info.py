@@ -6,9 +6,10 @@ code, the targets with an sm_100a kernel), the CUDA driver next to the CUDA runt
 kernels were built with, the default device, jax_sm100.backend() and why, and for each
 op the path it would take on the default device and why: each op is traced (not run) on
 an example shape by jax_sm100.tuning.explain, so the answer is the ops' own dispatch
-decision. On a backend never run on hardware by this project (sm100), tracing a GEMM op
-the first time runs its known-answer self-test on the device, as any first use does, so
-the report shows the path the self-test leaves it on.
+decision: 'kernel', 'xla' (XLA's own dot, where the measured dispatch prefers it) or
+'reference'. On a backend never run on hardware by this project (sm100), tracing an op
+the first time runs its kernel family's known-answer self-test on the device, as any
+first use does, so the report shows the path the self-test leaves it on.
 """
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ from jax_sm100._util import cdiv
 __all__ = ["OPS", "op_examples", "op_paths", "report", "main"]
 
 # The public ops whose path the report gives (dot_general / fp8_dot_general dispatch
-# to matmul / fp8_dot).
+# to matmul / fp8_dot; mxfp8_dot and mxfp8_dot_general run mxfp8_matmul's GEMM).
 OPS = ("matmul", "matmul_residual", "fp8_blockwise_matmul", "quantize_fp8_blockwise",
-       "fp8_dot")
+       "fp8_dot", "mxfp8_matmul")
+# Summary order of the paths a product can take (jax_sm100._explain.Decision.path).
+_PATHS = ("kernel", "xla", "reference")
 DEFAULT_SHAPE = (4096, 4096, 4096)
 # Distributions that give jaxlib its CUDA support (their major version is the CUDA
 # runtime XLA itself uses, independent of the one the kernels were built with).
@@ -174,8 +177,8 @@ def _backend_lines() -> list:
   elif name == "cpu_ffi":
     why = "JAX_SM100_BACKEND=cpu_ffi: the FFI targets' CPU handlers (no GPU kernel)"
   elif name in _selftest_guard.unproven_backends():
-    why = ("kernels compiled, SASS-checked and emulated, never run on hardware by this "
-           "project: each GEMM family runs a known-answer self-test on its first use")
+    why = ("kernels compiled, SASS-checked, emulated, self-tested on first use (each kernel "
+           "family's known-answer self-test), never run on hardware here")
   elif name != "error":
     why = "the compiled kernels for this GPU"
   lines = [_line("backend", f"{name}: {why}")]
@@ -197,9 +200,10 @@ def _backend_lines() -> list:
 def op_examples(m: int, n: int, k: int) -> dict:
   """{op name: (fn, example arguments)}: one call of each op in OPS on an m x n x k
   product, as jax.ShapeDtypeStruct (bf16 inputs; e4m3 with 1x128 / 128x128 scales for
-  the FP8 GEMM; quantize_fp8_blockwise on the m x k activations in 1x128 blocks)."""
+  the FP8 GEMM; quantize_fp8_blockwise on the m x k activations in 1x128 blocks; e4m3
+  with one UE8M0 scale per 32 elements of K for the MXFP8 GEMM)."""
   s = jax.ShapeDtypeStruct
-  bf16, e4m3, f32 = jnp.bfloat16, jnp.float8_e4m3fn, jnp.float32
+  bf16, e4m3, f32, e8m0 = jnp.bfloat16, jnp.float8_e4m3fn, jnp.float32, jnp.float8_e8m0fnu
   return {
       "matmul": (jax_sm100.matmul, (s((m, k), bf16), s((k, n), bf16))),
       "matmul_residual": (jax_sm100.matmul_residual,
@@ -209,6 +213,9 @@ def op_examples(m: int, n: int, k: int) -> dict:
                                 s((cdiv(n, 128), cdiv(k, 128)), f32))),
       "quantize_fp8_blockwise": (jax_sm100.quantize_fp8_blockwise, (s((m, k), bf16),)),
       "fp8_dot": (jax_sm100.fp8_dot, (s((m, k), bf16), s((k, n), bf16))),
+      "mxfp8_matmul": (jax_sm100.mxfp8_matmul,
+                       (s((m, k), e4m3), s((m, cdiv(k, 32)), e8m0), s((n, k), e4m3),
+                        s((n, cdiv(k, 32)), e8m0))),
   }
 
 
@@ -225,19 +232,20 @@ def op_paths(shape=DEFAULT_SHAPE) -> dict:
 
 
 def _summary(decisions) -> str:
+  """The op's path: 'kernel', 'xla' or 'reference' when all its products take it, else
+  the paths taken, e.g. 'kernel and reference (per product below)'."""
   paths = {d.path for d in decisions}
   if not paths:
     return "no jax_sm100 product"
-  if paths == {"kernel"}:
-    return "kernel"
-  if paths == {"reference"}:
-    return "reference"
-  return "kernel and reference (per product below)"
+  if len(paths) == 1:
+    return paths.pop()
+  order = sorted(paths, key=lambda p: _PATHS.index(p) if p in _PATHS else len(_PATHS))
+  return " and ".join(order) + " (per product below)"
 
 
 def _op_lines(paths: dict, shape) -> list:
   m, n, k = shape
-  lines = [f"ops on the default device (traced, not run; bf16/fp8 example, M x N x K = "
+  lines = [f"ops on the default device (traced, not run; bf16/fp8/mxfp8 example, M x N x K = "
            f"{m} x {n} x {k}):"]
   for name in OPS:
     res = paths[name]

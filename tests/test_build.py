@@ -6,13 +6,16 @@ to the reference path unnoticed. scripts/test.sh sets JAX_SM100_EXPECT_KERNELS=1
 whenever nvcc is present.
 """
 import glob
+import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+import jax_sm100
 from jax_sm100 import _ffi
 
 EXPECT_KERNELS = os.environ.get("JAX_SM100_EXPECT_KERNELS") == "1"
@@ -60,14 +63,35 @@ def test_registrations_match_build():
     assert sorted(regs) == sorted(_ffi.target_names()), "a CUDA build registers every target"
 
 
+def _launching_modules():
+    """The package's modules that call jax.ffi.ffi_call (the launch layer), imported."""
+    pkg = os.path.dirname(os.path.abspath(jax_sm100.__file__))
+    out = {}
+    for path in sorted(glob.glob(os.path.join(pkg, "**", "*.py"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            if not re.search(r"\bjax\.ffi\.ffi_call\(", f.read()):
+                continue
+        name = os.path.relpath(path, os.path.dirname(pkg))[:-3].replace(os.sep, ".")
+        name = name[:-len(".__init__")] if name.endswith(".__init__") else name
+        out[name] = importlib.import_module(name)
+    return out
+
+
 def test_the_launch_layer_calls_only_targets_of_the_extension():
-    # The extension's registration table is the one list of targets; every name the
-    # launch layer calls must be in it (in any build, with or without CUDA).
-    from jax_sm100._launch import fp8, gemm, quantize
-    called = {gemm.TARGET, gemm.RESIDUAL_TARGET, fp8.TARGET, fp8.RESIDUAL_TARGET,
-              quantize.TARGET, quantize.DUAL_TARGET}
-    assert called == set(_ffi.target_names())
-    assert set(_ffi.sm100_targets()) <= called
+    # The extension's registration table is the one list of targets; the names the
+    # launch layer calls (each launching module's *TARGET constants) must be exactly its
+    # targets (in any build, with or without CUDA): no call to a missing target, no
+    # target that nothing calls.
+    modules = _launching_modules()
+    assert {"jax_sm100._launch.gemm", "jax_sm100._launch.fp8", "jax_sm100._launch.quantize",
+            "jax_sm100._mxfp8"} <= set(modules), sorted(modules)
+    called = {}
+    for name, mod in modules.items():
+        names = {v for k, v in vars(mod).items() if k.endswith("TARGET") and isinstance(v, str)}
+        assert names, f"{name} calls jax.ffi.ffi_call but names no *TARGET constant"
+        called.update((t, name) for t in names)
+    assert set(called) == set(_ffi.target_names()), called
+    assert set(_ffi.sm100_targets()) <= set(called)
 
 
 @pytest.mark.skipif(not _ffi.has_cuda() or "sm_90a" not in _ffi.cuda_archs(),

@@ -19,8 +19,12 @@ from jax_sm100._launch import quantize as qlaunch
 from conftest import (assert_matmul_close, calc_diff, f64, np_dequantize, random_array)
 
 BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
+# The registration table's targets, written out here so that a target lost from (or
+# added to) ffi/src/targets.h without its CPU handler and a test shows.
 TARGETS = ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
-           "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual")
+           "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
+           "jax_sm100_mxfp8_gemm", "jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm",
+           "jax_sm100_fp8_grouped_gemm")
 needs_cpu_handlers = pytest.mark.skipif(
     not _ffi_registry.registered_cpu_targets() or jax.devices()[0].platform != "cpu",
     reason="needs the extension's CPU handlers and a CPU default device")
@@ -107,6 +111,7 @@ def test_every_op_launches_its_target(cpu_ffi):
   x, w = jnp.ones((6, 200), F32), jnp.ones((200, 24), F32)
   q, s = jax_sm100.quantize_fp8_blockwise(x)
   wq, ws = jax_sm100.quantize_fp8_blockwise(w.T, block=(128, 128))
+  gw, sizes = jnp.ones((2, 200, 24), BF16), jnp.array([4, 2], jnp.int32)  # two experts
   cases = {
       "jax_sm100_gemm": (jax_sm100.matmul, a, b),
       "jax_sm100_gemm_residual": (lambda a, b, c: jax_sm100.matmul_residual(a, b, c, beta=0.5),
@@ -117,6 +122,12 @@ def test_every_op_launches_its_target(cpu_ffi):
           lambda *o: jax_sm100.fp8_blockwise_matmul(*o, c=jnp.ones((6, 24), BF16)), q, s, wq, ws),
       "jax_sm100_quantize_fp8_dual": (jax.grad(lambda x, w: jnp.sum(jax_sm100.fp8_dot(x, w))),
                                       x, w),
+      "jax_sm100_mxfp8_gemm": (lambda x, w: jax_sm100.mxfp8_matmul(
+          *jax_sm100.quantize_mxfp8(x), *jax_sm100.quantize_mxfp8(w.T)), x, w),
+      "jax_sm100_grouped_gemm": (jax_sm100.ragged_dot, x.astype(BF16), gw, sizes),
+      "jax_sm100_kgrouped_gemm": (jax.grad(lambda x, w, s: jnp.sum(
+          jax_sm100.ragged_dot(x, w, s).astype(F32)), argnums=1), x.astype(BF16), gw, sizes),
+      "jax_sm100_fp8_grouped_gemm": (jax_sm100.fp8_ragged_dot, x.astype(BF16), gw, sizes),
   }
   for target, (f, *args) in cases.items():
     assert f"custom_call @{target}(" in hlo(f, *args), target

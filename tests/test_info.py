@@ -11,7 +11,8 @@ import jax
 import pytest
 
 import jax_sm100
-from jax_sm100 import _backend, _ffi_registry, info, tuning
+from jax_sm100 import _backend, _ffi_registry, _selftest_guard, info, tuning
+from test_selftest import _table_sm100_targets
 
 _FFI_CALL = jax.ffi.ffi_call  # traced (not run) where a test lets kernels launch
 
@@ -53,7 +54,8 @@ def test_report_on_this_machine():
     fn, args = info.op_examples(200, 264, 136)[op]
     paths = {d.path for d in tuning.explain(fn, *args)}
     block = _op_block(text, op)
-    want = paths.pop() if len(paths) == 1 else "kernel and reference"
+    want = " and ".join(p for p in ("kernel", "xla", "reference") if p in paths)
+    assert want and set(want.split(" and ")) == paths, paths  # no path unknown to the report
     assert block[0].startswith(f"  {op}: {want}"), block
     assert len(block) > 1, block  # at least one decision with its reason
     if name == "reference":
@@ -72,7 +74,7 @@ def test_report_names_each_op_once_and_exits_zero_as_a_command(tmp_path):
   assert re.search(r"^backend:\s+(sm90|sm100|cpu_ffi|reference): \S", text, re.M), text
   assert "256 x 512 x 384" in text
   for op in info.OPS:
-    assert len(re.findall(rf"^  {op}: (kernel|reference)", text, re.M)) == 1, (op, text)
+    assert len(re.findall(rf"^  {op}: (kernel|xla|reference)", text, re.M)) == 1, (op, text)
   # The subprocess reports the same backend as this process (same environment).
   assert re.search(rf"^backend:\s+{jax_sm100.backend()}: ", text, re.M), text
 
@@ -88,6 +90,11 @@ def test_report_under_a_faked_sm90_gpu_shows_kernels_and_configs(fake_sm90):
   assert _field(text, "backend").startswith("sm90: ")
   for op in info.OPS:
     block = _op_block(text, op)
+    if op == "mxfp8_matmul":  # Hopper has no block-scaled MMA: the reference, and why
+      assert block[0] == f"  {op}: reference" and len(block) == 2, block
+      assert block[1].startswith("    reference jax_sm100_mxfp8_gemm ") and (
+          "no block-scaled MMA" in block[1]), block
+      continue
     assert block[0] == f"  {op}: kernel", block
     assert all(l.startswith("    kernel ") for l in block[1:]), block
   # The configuration is the tuning rule's for the launch, with its reason.
@@ -161,4 +168,47 @@ def test_report_with_a_driver_new_enough(old_driver_sm90, monkeypatch):
   text = info.report((512, 512, 512))
   assert _field(text, "driver check") == "ok"
   assert _field(text, "backend").startswith("sm90: ")
-  assert _op_block(text, "matmul")[0] == "  matmul: kernel"
+  # No product falls back for the driver: the kernels run (matmul may go to XLA's dot
+  # where the measured dispatch prefers it; MXFP8 has no Hopper kernel).
+  for op in info.OPS:
+    block = _op_block(text, op)
+    assert block[0] in (f"  {op}: kernel", f"  {op}: xla") or op == "mxfp8_matmul", block
+    assert DRIVER_MSG not in "\n".join(block), block
+  assert _op_block(text, "fp8_blockwise_matmul")[0] == "  fp8_blockwise_matmul: kernel"
+
+
+def test_report_under_a_faked_b200_shows_the_sm100_kernels(monkeypatch):
+  # A stand-in B200 whose build has the sm_100a kernels of ffi/src/targets.h, with the
+  # first-use self-test off (it would run on this fake device): every op, the FP8 and
+  # MXFP8 GEMMs included, is traced into its kernel, with the sm100 configurations.
+  for var in (_backend.FORCE_REFERENCE_ENV, _backend.BACKEND_ENV,
+              _ffi_registry.DISABLE_TARGETS_ENV):
+    monkeypatch.delenv(var, raising=False)
+  dev = types.SimpleNamespace(platform="gpu", compute_capability="10.0",
+                              device_kind="NVIDIA B200", core_count=148,
+                              client=types.SimpleNamespace(platform_version="cuda 13000"))
+  sm100 = frozenset(_table_sm100_targets())
+  monkeypatch.setattr(_backend, "_default_device", lambda: dev)
+  monkeypatch.setattr(_ffi_registry, "has_cuda", lambda: True)
+  monkeypatch.setattr(_ffi_registry, "cuda_archs", lambda: ("sm_90a", "sm_100a"))
+  monkeypatch.setattr(_ffi_registry, "sm100_targets", lambda: sm100)
+  monkeypatch.setattr(_ffi_registry, "_registered", frozenset(_ffi_registry.target_names()))
+  monkeypatch.setattr(_backend, "cuda_driver_version", lambda: 13000)
+  monkeypatch.setattr(_backend, "cuda_runtime_version", lambda: 13000)
+  monkeypatch.setattr(_selftest_guard, "_enabled", False)
+  jax.clear_caches()
+  try:
+    text = info.report((4096, 4096, 4096))
+  finally:
+    jax.clear_caches()
+  assert _field(text, "backend").startswith("sm100: ")
+  assert "never run on hardware here" in _field(text, "backend")
+  shown = set(_field(text, "sm_100a kernels").split(", "))
+  assert shown == sm100 and {"jax_sm100_fp8_gemm", "jax_sm100_mxfp8_gemm"} <= shown
+  for op in info.OPS:
+    block = _op_block(text, op)
+    assert block[0] == f"  {op}: kernel", block
+  (fp8,) = _op_block(text, "fp8_blockwise_matmul")[1:]
+  assert "Fp8Config(block_m=128, block_n=128, cluster=1, pair_along_n=False" in fp8
+  (mx,) = _op_block(text, "mxfp8_matmul")[1:]
+  assert mx.startswith("    kernel    jax_sm100_mxfp8_gemm (4096x4096, ") and "tile 128x" in mx

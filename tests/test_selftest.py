@@ -113,7 +113,29 @@ def test_unproven_backends_is_sm100():
   assert selftest.family_of("jax_sm100_fp8_gemm_residual") == "fp8_gemm_residual"
   assert selftest.family_of("jax_sm100_quantize_fp8") == "fp8_quantize"
   assert selftest.family_of("jax_sm100_quantize_fp8_dual") == "fp8_quantize"
+  assert selftest.family_of("jax_sm100_mxfp8_gemm") == "mxfp8"
   assert selftest.family_of("jax_sm100_no_such_target") is None
+
+
+def _table_sm100_targets() -> set:
+  """The targets ffi/src/targets.h marks as having an sm_100a kernel (its 4th column)."""
+  path = os.path.join(os.path.dirname(__file__), os.pardir, "ffi", "src", "targets.h")
+  with open(path, encoding="utf-8") as f:
+    table = f.read().replace("\\\n", " ")
+  rows = re.findall(r'X\("(\w+)",\s*\w+,\s*\w+,\s*(true|false)\)', table)
+  assert len(rows) == len(_ffi_registry.target_names()), rows   # the parse saw every row
+  return {name for name, sm100 in rows if sm100 == "true"}
+
+
+def test_every_sm100_kernel_has_a_self_test_family():
+  # On sm100 the guard refuses a target that no family covers (its ops would never leave
+  # the reference path): each target with an sm_100a kernel needs a family, and each
+  # family's targets are in the table.
+  sm100 = _table_sm100_targets() | set(_ffi_registry.sm100_targets())
+  assert {"jax_sm100_fp8_gemm", "jax_sm100_mxfp8_gemm"} <= sm100
+  assert not [t for t in sorted(sm100) if selftest.family_of(t) is None]
+  for fam in selftest.FAMILIES.values():
+    assert set(fam.targets) <= set(_ffi_registry.target_names()), fam.name
 
 
 def test_the_tolerance_is_far_below_a_layout_error(rng):
