@@ -27,6 +27,9 @@ BACKEND_CHOICES = ("auto", "reference", "cpu_ffi")
 # on the device before the op is traced into the kernel, and a family that fails takes
 # the reference path for the rest of the process (jax_sm100.selftest).
 UNPROVEN_BACKENDS = frozenset({"sm100"})
+# Targets whose CUDA handler has no sm_90a kernel (it refuses compute capability 9.0):
+# the block-scaled MXFP8 GEMM (Hopper has no block-scaled MMA).
+NO_SM90_KERNEL = frozenset({"jax_sm100_mxfp8_gemm"})
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -269,6 +272,9 @@ class Context(NamedTuple):
       return f"backend() is 'reference': {why_reference()}"
     if target in _ffi_registry.disabled_targets():
       return f"{target} is disabled by {_ffi_registry.DISABLE_TARGETS_ENV}"
+    if self.backend == "sm90" and target in NO_SM90_KERNEL:
+      return (f"{target} has no sm_90a kernel (Hopper has no block-scaled MMA): on this "
+              f"GPU it takes the reference path")
     if self.backend == "sm100" and target not in _ffi_registry.sm100_targets():
       have = ", ".join(sorted(_ffi_registry.sm100_targets())) or "none"
       return (f"{target} has no sm_100a kernel: on this Blackwell GPU it takes the "
@@ -290,4 +296,6 @@ def context() -> Context:
   targets = _ffi_registry.registered_targets() - disabled
   if name == "sm100":
     targets = targets & _ffi_registry.sm100_targets()
+  if name == "sm90":
+    targets = targets - NO_SM90_KERNEL
   return Context(name, frozenset(targets), settings)

@@ -96,6 +96,10 @@ def dequantize_ref(q, scale):
   code = lax.bitcast_convert_type(scale, jnp.uint8).astype(jnp.int32)
   code = jnp.repeat(code, MX_BLOCK, axis=-1)[..., :c]
   s = _pow2(jnp.clip(code, 1, _CODE_MAX) - 127)
+  # The barrier keeps q's FP8 rounding: XLA on GPU folds a convert pair f32 -> f8 -> f32
+  # (quantize then dequantize in one program) into nothing (excess precision allowed),
+  # which silently skipped the quantization inside mxfp8_dot on an H100.
+  q = lax.optimization_barrier(q)
   out = q.astype(jnp.float32) * s * jnp.where(code == 0, np.float32(0.5), np.float32(1.0))
   return jnp.where(code == _CODE_NAN, np.float32(np.nan), out)
 

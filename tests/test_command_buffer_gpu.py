@@ -20,6 +20,11 @@ pytestmark = pytest.mark.gpu
 SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jax.numpy as jnp, jax_sm100
     assert jax_sm100.backend() == "sm90", jax_sm100.backend()
+    # The kernels under test, not the measured dispatch (which may send these shapes to
+    # XLA's dot); the parent's conftest override does not reach this process.
+    from jax_sm100 import tuning
+    _kernels = tuning.override(dispatch="kernel", autotune_cache=False)  # kept: a dropped
+    _kernels.__enter__()                                  # generator would reset it
     rng = np.random.default_rng(int.from_bytes(__import__("os").urandom(4), "little"))
 
     # The kernel choice is an FFI attribute: it shows in the HLO of the public op.
