@@ -20,8 +20,14 @@ inputs of one dtype (FP8: e4m3 with a bf16 output); the reference (lax.ragged_do
 or dequantize + lax.ragged_dot) everywhere else, 'sm100' included (no grouped sm_100a
 kernel yet), and for the targets named in JAX_SM100_DISABLE_TARGETS. Under vmap the
 grouped products take the reference (lax's batched ragged dot; the kernels' groups cannot
-fold a batch into M). They have no partitioning rule: under jit over a mesh XLA gathers
-their operands.
+fold a batch into M).
+
+Partitioning under jit over a mesh (partition.grouped_spec): the launches shard N (the
+weights' output columns) with no communication and the contraction K with one psum of
+the partials (FP8: K on 128-element block boundaries); the token dim M and the group dim
+G stay whole (operands sharded on them are gathered: the groups are global prefix sums
+of group_sizes; expert parallelism would need an all-to-all of the tokens). The
+K-grouped product (G, K, N) shards K and N; its contraction over tokens stays whole.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from jax.custom_batching import custom_vmap
 
 from jax_sm100 import _autodiff, _backend, _checks, _explain, _reference, tuning
 from jax_sm100._fp8 import _quantize_weight
+from jax_sm100._launch import partition
 from jax_sm100._launch import quantize as _quant
 from jax_sm100._launch.fp8 import transpose_a_scale, untranspose_a_scale
 from jax_sm100._util import cdiv, pad_to, round_up
@@ -166,8 +173,7 @@ def _launch(target, ops, out, attrs, why):
 def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
   """The jax_sm100_grouped_gemm launch (16-byte row padding, attributes), vmap-able."""
 
-  @custom_vmap
-  def call(lhs, rhs, gs):
+  def local(lhs, rhs, gs):
     (m, k), g = lhs.shape, rhs.shape[0]
     n = rhs.shape[1] if trans_rhs else rhs.shape[2]
     e_out = 16 // out_dtype.itemsize
@@ -179,6 +185,11 @@ def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
     d = _launch(TARGET, [lhs, rhs, gs], jax.ShapeDtypeStruct((m, np_), out_dtype), attrs,
                 f"{m}x{np_}x{kp}, {g} groups: {why}")
     return d[:, :n] if np_ != n else d
+
+  @custom_vmap
+  def call(lhs, rhs, gs):
+    return partition.sharded_call(local, partition.grouped_spec("grouped", trans_rhs), lhs,
+                                  rhs, gs)
 
   @call.def_vmap
   def rule(axis_size, in_batched, *ops):
@@ -194,8 +205,7 @@ def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
 def _kgrouped_kernel(out_dtype: np.dtype):
   """The jax_sm100_kgrouped_gemm launch, vmap-able."""
 
-  @custom_vmap
-  def call(lhs, dy, gs):
+  def local(lhs, dy, gs):
     (m, k), n, g = lhs.shape, dy.shape[1], gs.shape[0]
     kp, np_ = round_up(k, 8), round_up(n, 8)
     lhs, dy = pad_to(lhs, 1, kp), pad_to(dy, 1, np_)
@@ -203,6 +213,10 @@ def _kgrouped_kernel(out_dtype: np.dtype):
     d = _launch(KGROUPED_TARGET, [lhs, dy, gs], jax.ShapeDtypeStruct((g, kp, np_), out_dtype),
                 cfg.attributes(), f"{g}x{kp}x{np_} over {m} rows: {why}")
     return d[:, :k, :n] if (kp, np_) != (k, n) else d
+
+  @custom_vmap
+  def call(lhs, dy, gs):
+    return partition.sharded_call(local, partition.grouped_spec("kgrouped"), lhs, dy, gs)
 
   @call.def_vmap
   def rule(axis_size, in_batched, *ops):
@@ -217,8 +231,7 @@ def _kgrouped_kernel(out_dtype: np.dtype):
 def _fp8_kernel():
   """The jax_sm100_fp8_grouped_gemm launch of (a, a_scale_t, b, b_scale, gs), vmap-able."""
 
-  @custom_vmap
-  def call(a, a_scale_t, b, b_scale, gs):
+  def local(a, a_scale_t, b, b_scale, gs):
     (m, k), (g, n) = a.shape, b.shape[:2]
     kp, np_ = round_up(k, 16), round_up(n, 8)  # both stay inside the last scale block
     a_scale_t = pad_to(a_scale_t, 1, round_up(m, 4), value=1.0)
@@ -227,6 +240,11 @@ def _fp8_kernel():
     d = _launch(FP8_TARGET, [a, a_scale_t, b, b_scale, gs], jax.ShapeDtypeStruct((m, np_), BF16),
                 cfg.attributes(), f"{m}x{np_}x{kp}, {g} groups: {why}")
     return d[:, :n] if np_ != n else d
+
+  @custom_vmap
+  def call(a, a_scale_t, b, b_scale, gs):
+    return partition.sharded_call(local, partition.grouped_spec("fp8", op="fp8_grouped_matmul"),
+                                  a, a_scale_t, b, b_scale, gs)
 
   @call.def_vmap
   def rule(axis_size, in_batched, *ops):
@@ -505,8 +523,22 @@ def fp8_grouped_matmul(a, a_scale, b, b_scale, group_sizes, *, out_dtype=jnp.bfl
 
 def _quantize_weights(ctx, w):
   """w (G, K, N) per expert in 128x128 blocks, both ways: ((wq (G, K, N), ws (G, K/128,
-  N/128)), (wtq (G, N, K), wts (G, N/128, K/128))); the same tiles (fp8_dot's rule)."""
-  return jax.vmap(lambda wg: _quantize_weight(ctx, wg))(w)
+  N/128)), (wtq (G, N, K), wts (G, N/128, K/128))); the same tiles (fp8_dot's rule).
+
+  One 2-D quantization of the experts stacked along K, (G*Kp, N) with K zero-padded to
+  Kp = round_up(K, 128): every 128x128 tile then lies inside one expert and the pad rows
+  share the last tile of their expert without changing its amax, so the result is the
+  per-expert one bit for bit. Stacking along K keeps N the minor dim: a weight sharded
+  on N is quantized on its local columns (no gather, as a vmap folding G into the
+  transposed rows would need)."""
+  g, k, n = w.shape
+  kp = round_up(k, BLOCK)
+  (wq, ws), (wtq, wts) = _quantize_weight(ctx, pad_to(w, 1, kp).reshape(g * kp, n))
+  nb = wts.shape[0]
+  wq, ws = wq.reshape(g, kp, n)[:, :k], ws.reshape(g, kp // BLOCK, ws.shape[-1])
+  wtq = jnp.transpose(wtq.reshape(n, g, kp), (1, 0, 2))[:, :, :k]
+  wts = jnp.transpose(wts.reshape(nb, g, kp // BLOCK), (1, 0, 2))
+  return (wq, ws), (wtq, wts)
 
 
 def _quantize_rows(ctx, x, kernel: bool):

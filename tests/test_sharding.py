@@ -328,3 +328,181 @@ def test_train_sharded_example(kernels):
     assert out[variant]["losses"][-1] < out[variant]["losses"][0], out
   targets = {t for t, _, _ in kernels}
   assert {"jax_sm100_gemm", "jax_sm100_fp8_gemm"} <= targets, targets
+
+
+# ---------------------------------------------------------------------------
+# Grouped (MoE) GEMMs: ragged_dot (and its gradient), ragged_dot_general's K-grouped
+# form, fp8_grouped_matmul, fp8_ragged_dot. cpu_ffi only: conftest's emulation does
+# not know the grouped targets.
+# ---------------------------------------------------------------------------
+
+GROUPED = ("jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm", "jax_sm100_fp8_grouped_gemm")
+
+
+def random_sizes(rng, g, m):
+  """g group sizes covering fewer than m rows (the last rows are in no group), some
+  groups likely empty."""
+  return jnp.asarray(rng.multinomial(m - 7, rng.dirichlet(np.full(g, 0.5))), jnp.int32)
+
+
+def launches(calls, target):
+  return [shapes for t, shapes, _ in calls if t == target]
+
+
+def ragged(x, w, gs):
+  return jax_sm100.ragged_dot(x, w, gs)
+
+
+def lax_ragged(x, w, gs):
+  return jax.lax.ragged_dot(x, w, gs)
+
+
+@needs8
+@pytest.mark.parametrize("mesh_name", list(MESHES))
+def test_ragged_dot_n_sharded_is_local(cpu_ffi, rng, mesh_name):
+  """rhs sharded on N (expert tensor parallelism, column-wise): each shard runs the
+  grouped product on its columns of every expert, no collective."""
+  mesh = mesh_of(mesh_name)
+  _, ax = axes_of(mesh_name)
+  m, k, n, g = 256, 512, 1024, 4
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
+  X, W = put(mesh, x, P()), put(mesh, w, P(None, None, ax))
+  assert collectives(ragged, X, W, gs) == []
+  got = jax.jit(ragged)(X, W, gs)
+  close(got, ragged(x, w, gs))
+  close(got, lax_ragged(x.astype(jnp.float32), w.astype(jnp.float32), gs))
+  local = n // mesh.shape[ax]
+  assert ((m, k), (g, k, local), (g,)) in launches(cpu_ffi, GROUPED[0]), cpu_ffi
+
+
+@needs8
+@pytest.mark.parametrize("mesh_name", list(MESHES))
+def test_ragged_dot_k_sharded_one_all_reduce(cpu_ffi, rng, mesh_name):
+  """lhs and rhs sharded on K (row-parallel experts): local partials, one all-reduce, no
+  more bytes than XLA's own ragged_dot under the same shardings."""
+  mesh = mesh_of(mesh_name)
+  _, ax = axes_of(mesh_name)
+  m, k, n, g = 256, 512, 256, 4
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
+  X, W = put(mesh, x, P(None, ax)), put(mesh, w, P(None, ax, None))
+  ours, xla = collectives(ragged, X, W, gs), collectives(lax_ragged, X, W, gs)
+  assert kinds(ours) == ["all-reduce"], (ours, xla)
+  assert total(ours) <= total(xla), (ours, xla)
+  close(jax.jit(ragged)(X, W, gs), ragged(x, w, gs))
+  assert ((m, k // mesh.shape[ax]), (g, k // mesh.shape[ax], n), (g,)) in launches(
+      cpu_ffi, GROUPED[0])
+
+
+@needs8
+@pytest.mark.parametrize("spec_x,spec_w", [(P("data", None), P()), (P(), P("data"))])
+def test_ragged_dot_m_or_g_sharded_is_gathered(cpu_ffi, rng, spec_x, spec_w):
+  """Tokens (M) or experts (G) sharded: the rows' groups are global, so the operand is
+  gathered (the documented fallback) and the result is still right."""
+  mesh = mesh_of("2x4")
+  m, k, n, g = 256, 256, 512, 4
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
+  X, W = put(mesh, x, spec_x), put(mesh, w, spec_w)
+  assert "all-gather" in kinds(collectives(ragged, X, W, gs))
+  close(jax.jit(ragged)(X, W, gs), ragged(x, w, gs))
+  assert ((m, k), (g, k, n), (g,)) in launches(cpu_ffi, GROUPED[0])
+
+
+@needs8
+@pytest.mark.parametrize("mesh_name", ["8", "2x4"])
+@pytest.mark.parametrize("sharded", ["n", "k"])
+def test_ragged_dot_grad_keeps_the_weight_sharded(cpu_ffi, rng, mesh_name, sharded):
+  """The backward's products (dlhs: grouped with trans_rhs; drhs: K-grouped) follow the
+  weight's sharding: no all-gather of it, no more bytes than XLA's ragged_dot gradient."""
+  mesh = mesh_of(mesh_name)
+  _, ax = axes_of(mesh_name)
+  m, k, n, g = 256, 512, 512, 4
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
+  if sharded == "n":
+    X, W = put(mesh, x, P()), put(mesh, w, P(None, None, ax))
+  else:
+    X, W = put(mesh, x, P(None, ax)), put(mesh, w, P(None, ax, None))
+
+  def grad(f):
+    return jax.grad(lambda x, w: jnp.sum(f(x, w, gs).astype(jnp.float32) ** 2), (0, 1))
+  ours, xla = collectives(grad(ragged), X, W), collectives(grad(lax_ragged), X, W)
+  assert "all-gather" not in kinds(ours), ours
+  assert total(ours) <= total(xla), (ours, xla)
+  for got, want in zip(jax.jit(grad(ragged))(X, W), grad(ragged)(x, w)):
+    close(got, want, rel=2.0**-5)
+  assert {GROUPED[0], GROUPED[1]} <= {t for t, _, _ in cpu_ffi}
+
+
+@needs8
+def test_kgrouped_form_shards_k_and_n(cpu_ffi, rng):
+  """ragged_dot_general's K-grouped form (G, K, N) with lhs sharded on K and dy on N:
+  the output shards on both, no collective."""
+  mesh = mesh_of("2x4")
+  m, k, n, g = 256, 256, 512, 4
+  x, dy, gs = bf16(rng, (m, k)), bf16(rng, (m, n)), random_sizes(rng, g, m)
+  X, DY = put(mesh, x, P(None, "data")), put(mesh, dy, P(None, "model"))
+  f = lambda x, dy: jax_sm100.ragged_dot_general(x, dy, gs, jax_sm100._grouped.KGROUPED_DIMS)
+  assert collectives(f, X, DY) == []
+  close(jax.jit(f)(X, DY), f(x, dy))
+  assert ((m, k // 2), (m, n // 4), (g,)) in launches(cpu_ffi, GROUPED[1])
+
+
+def fp8_experts(rng, g, n, k):
+  """(b (G, N, K) e4m3, b_scale (G, N/128, K/128)) from random bf16 experts."""
+  qs = [jax_sm100.quantize_fp8_blockwise(bf16(rng, (n, k), 0.1), block=(128, 128))
+        for _ in range(g)]
+  return jnp.stack([q for q, _ in qs]), jnp.stack([s for _, s in qs])
+
+
+@needs8
+@pytest.mark.parametrize("mesh_name", ["8", "2x4"])
+@pytest.mark.parametrize("scale_t", [False, True])
+def test_fp8_grouped_matmul_n_sharded_is_local(cpu_ffi, rng, mesh_name, scale_t):
+  """b and its 128x128 scales sharded on N (whole blocks per shard): no collective."""
+  mesh = mesh_of(mesh_name)
+  _, ax = axes_of(mesh_name)
+  m, k, n, g = 256, 384, 1024, 4
+  aq, a_s = jax_sm100.quantize_fp8_blockwise(bf16(rng, (m, k)), scale_transposed=scale_t)
+  bq, b_s = fp8_experts(rng, g, n, k)
+  gs = random_sizes(rng, g, m)
+  f = lambda *o: jax_sm100.fp8_grouped_matmul(*o, gs, a_scale_transposed=scale_t)
+  args = (put(mesh, aq, P()), put(mesh, a_s, P()), put(mesh, bq, P(None, ax, None)),
+          put(mesh, b_s, P(None, ax, None)))
+  assert collectives(f, *args) == []
+  close(jax.jit(f)(*args), f(aq, a_s, bq, b_s))
+  local = [s for s in launches(cpu_ffi, GROUPED[2]) if s[2][1] == n // mesh.shape[ax]]
+  assert local, cpu_ffi
+
+
+@needs8
+def test_fp8_grouped_matmul_k_sharded_all_reduces_or_refuses(cpu_ffi, rng):
+  """K sharded on 128-element block boundaries: one all-reduce; inside a block: an error
+  naming the mesh axis."""
+  mesh = mesh_of("2x4")
+  m, n, g = 128, 256, 2
+  for k, ok in ((1024, True), (384, False)):
+    aq, a_s = jax_sm100.quantize_fp8_blockwise(bf16(rng, (m, k)))
+    bq, b_s = fp8_experts(rng, g, n, k)
+    gs = random_sizes(rng, g, m)
+    f = lambda *o: jax_sm100.fp8_grouped_matmul(*o, gs)
+    args = (put(mesh, aq, P(None, "model")), put(mesh, a_s, P()),
+            put(mesh, bq, P(None, None, "model")), put(mesh, b_s, P()))
+    if ok:
+      assert kinds(collectives(f, *args)) == ["all-reduce"]
+      close(jax.jit(f)(*args), f(aq, a_s, bq, b_s))
+    else:
+      with pytest.raises(Exception, match="mesh axis 'model'.*128"):
+        jax.jit(f).lower(*args).compile()
+
+
+@needs8
+def test_fp8_ragged_dot_n_sharded_is_local(cpu_ffi, rng):
+  """fp8_ragged_dot with w sharded on N (whole 128-column blocks per shard): the
+  quantization and the grouped FP8 product run on the local columns, no collective."""
+  mesh = mesh_of("2x4")
+  m, k, n, g = 256, 256, 1024, 4
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n), 0.1), random_sizes(rng, g, m)
+  X, W = put(mesh, x, P()), put(mesh, w, P(None, None, "model"))
+  f = lambda x, w: jax_sm100.fp8_ragged_dot(x, w, gs)
+  assert collectives(f, X, W) == []
+  close(jax.jit(f)(X, W), f(x, w), rel=2.0**-5)
+  assert GROUPED[2] in {t for t, _, _ in cpu_ffi}

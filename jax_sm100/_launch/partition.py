@@ -293,6 +293,34 @@ def fp8_gemm_spec(residual: bool) -> Spec:
               op="fp8_blockwise_matmul")
 
 
+def grouped_spec(kind: str, trans_rhs: bool = False, op: str = "ragged_dot") -> Spec:
+  """Factors of the grouped launches (_grouped.py), group_sizes last and whole:
+
+    'grouped'  lhs (M, K), rhs (G, K, N) or (G, N, K) with trans_rhs -> (M, N);
+    'kgrouped' lhs (M, K), dy (M, N) -> (G, K, N);
+    'fp8'      a (M, K), a_scale_t (ceil(K/128), M or round_up(M, 4)), b (G, N, K),
+               b_scale (G, ceil(N/128), ceil(K/128)) -> (M, N).
+
+  N shards with no communication (each shard owns whole output columns of every group);
+  a sharded K of 'grouped' / 'fp8' is a reduction: local partials, one psum (FP8: on
+  128-element block boundaries only). The token dim M and the group dim G are None (the
+  operands are gathered on them): rows are assigned to groups by the global prefix sums
+  of group_sizes, so a row shard would need its groups re-based (and expert parallelism
+  an all-to-all of the tokens), which this rule does not build. In 'kgrouped' M is the
+  contraction: a shard's partial lhs_g^T dy_g would be exact only with the groups cut
+  per shard, so it stays whole too; its K and N shard freely."""
+  if kind == "grouped":
+    rhs = (None, "n", "k") if trans_rhs else (None, "k", "n")
+    return Spec(((None, "k"), rhs, (None,)), ((None, "n"),), op=op)
+  if kind == "kgrouped":
+    return Spec(((None, "k"), (None, "n"), (None,)), ((None, "k", "n"),), op=op)
+  if kind == "fp8":
+    return Spec(((None, "k"), (Block("k", 128), None), (None, "n", "k"),
+                 (None, Block("n", 128), Block("k", 128)), (None,)), ((None, "n"),),
+                exact=("k",), op=op)
+  raise ValueError(f"unknown grouped launch kind {kind!r}")
+
+
 def _scale_dims(rows, cols, block_rows: int, transposed: bool):
   if transposed:  # a_scale_t (ceil(C/128), R padded to 4): only 1x128 blocks
     return (Block(cols, 128), Block(rows))
