@@ -394,14 +394,41 @@ def test_ragged_dot_k_sharded_one_all_reduce(cpu_ffi, rng, mesh_name):
 
 
 @needs8
-@pytest.mark.parametrize("spec_x,spec_w", [(P("data", None), P()), (P(), P("data"))])
-def test_ragged_dot_m_or_g_sharded_is_gathered(cpu_ffi, rng, spec_x, spec_w):
-  """Tokens (M) or experts (G) sharded: the rows' groups are global, so the operand is
+@pytest.mark.parametrize("mesh_name", ["8", "2x4"])
+def test_ragged_dot_tokens_sharded_runs_locally(cpu_ffi, rng, mesh_name):
+  """Tokens (M) sharded (data parallelism): each shard's group sizes are re-based to its
+  rows, so the forward needs no collective (as XLA's ragged_dot) and the weight
+  gradient sums exact per-shard partials with one all-reduce; values as unsharded."""
+  mesh = mesh_of(mesh_name)
+  d, _ = axes_of(mesh_name)
+  m, k, n, g = 512, 256, 384, 6
+  x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
+  X, W = put(mesh, x, P(d, None)), put(mesh, w, P())
+  ours = collectives(ragged, X, W, gs)
+  xla = collectives(lambda x, w, s: jax.lax.ragged_dot(x, w, s), X, W, gs)
+  assert ours == [], (ours, xla)
+  close(jax.jit(ragged)(X, W, gs), ragged(x, w, gs))
+  rows = m // mesh.shape[d]
+  assert ((rows, k), (g, k, n), (g,)) in launches(cpu_ffi, GROUPED[0])
+  loss = lambda x, w, s: jnp.sum(jax_sm100.ragged_dot(x, w, s).astype(jnp.float32) ** 2)
+  grad = jax.grad(loss, (0, 1))
+  co = collectives(grad, X, W, gs)
+  cx = collectives(jax.grad(lambda x, w, s: jnp.sum(
+      jax.lax.ragged_dot(x, w, s).astype(jnp.float32) ** 2), (0, 1)), X, W, gs)
+  assert "all-gather" not in kinds(co), co
+  assert total(co) <= total(cx), (co, cx)
+  for got, want in zip(jax.jit(grad)(X, W, gs), grad(x, w, gs)):
+    close(got, want, rel=2.0**-5)
+
+
+@needs8
+def test_ragged_dot_experts_sharded_is_gathered(cpu_ffi, rng):
+  """Experts (G) sharded: no expert-parallel all-to-all is built, the weight is
   gathered (the documented fallback) and the result is still right."""
   mesh = mesh_of("2x4")
   m, k, n, g = 256, 256, 512, 4
   x, w, gs = bf16(rng, (m, k)), bf16(rng, (g, k, n)), random_sizes(rng, g, m)
-  X, W = put(mesh, x, spec_x), put(mesh, w, spec_w)
+  X, W = put(mesh, x, P()), put(mesh, w, P("data"))
   assert "all-gather" in kinds(collectives(ragged, X, W, gs))
   close(jax.jit(ragged)(X, W, gs), ragged(x, w, gs))
   assert ((m, k), (g, k, n), (g,)) in launches(cpu_ffi, GROUPED[0])

@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple
 
 import jax
 from jax import lax
+import jax.numpy as jnp
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.mlir import ir
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -62,6 +63,7 @@ class Spec(NamedTuple):
   once: tuple = ()
   exact: tuple = ()
   op: str = "launch"
+  groups: int | None = None  # operand index of a grouped launch's group_sizes (rows = "m")
 
 
 def _axes(entry):
@@ -216,6 +218,21 @@ def _rule(spec: Spec, shapes, devices: int):
   return f"{', '.join(text[:n])} -> {', '.join(text[n:])}", tuple(red), extra
 
 
+def _local_group_sizes(sizes, rows: int, axes, mesh):
+  """A row shard's group sizes: group g's global rows [start_g, end_g) (lax.ragged_dot's
+  rule: running sums of the sizes, negative sizes as 0, clamped at M) cut to the rows
+  [r0, r0 + rows) this shard holds. Exact: the shard's rows then group as they do
+  globally, so its local launch computes exactly its rows of the global result (and,
+  where the rows are contracted, its part of the sum)."""
+  total = rows * math.prod(mesh.shape[a] for a in axes)
+  r0 = lax.axis_index(axes) * rows
+  s = jnp.clip(sizes, 0, total).astype(jnp.int32)
+  ends = lax.associative_scan(lambda a, b: jnp.minimum(a + b, total), s)  # no overflow
+  starts = ends - jnp.minimum(s, ends)
+  cut = lambda v: jnp.clip(v, r0, r0 + rows)
+  return (cut(ends) - cut(starts)).astype(sizes.dtype)
+
+
 def sharded_call(fn: Callable, spec: Spec, *operands):
   """fn(*operands) (one array or a tuple, as spec.results says), partitioned by spec."""
   multiple = len(spec.results) != 1
@@ -234,7 +251,12 @@ def sharded_call(fn: Callable, spec: Spec, *operands):
     scattered = {a for ax in scatter.values() for a in ax}
     sum_axes = tuple(a for a in k_axes if a not in scattered)
 
+    m_axes = plan.get("m", ()) if spec.groups is not None else ()
+
     def lower(*ops):
+      if m_axes:
+        ops = list(ops)
+        ops[spec.groups] = _local_group_sizes(ops[spec.groups], ops[0].shape[0], m_axes, mesh)
       if k_axes and spec.once:
         first = lax.axis_index(k_axes) == 0
         ops = [jax.numpy.where(first, x, jax.numpy.zeros_like(x)) if i in spec.once else x
@@ -303,17 +325,17 @@ def grouped_spec(kind: str, trans_rhs: bool = False, op: str = "ragged_dot") -> 
 
   N shards with no communication (each shard owns whole output columns of every group);
   a sharded K of 'grouped' / 'fp8' is a reduction: local partials, one psum (FP8: on
-  128-element block boundaries only). The token dim M and the group dim G are None (the
-  operands are gathered on them): rows are assigned to groups by the global prefix sums
-  of group_sizes, so a row shard would need its groups re-based (and expert parallelism
-  an all-to-all of the tokens), which this rule does not build. In 'kgrouped' M is the
-  contraction: a shard's partial lhs_g^T dy_g would be exact only with the groups cut
-  per shard, so it stays whole too; its K and N shard freely."""
+  128-element block boundaries only). The token dim M of 'grouped' and 'kgrouped'
+  shards too: each shard's group sizes are re-based to its rows (_local_group_sizes), so
+  'grouped' runs locally with no communication (data parallelism, as XLA's ragged_dot)
+  and 'kgrouped', where M is the contraction, sums exact per-shard partials with one
+  psum. The group dim G stays whole (expert parallelism needs an all-to-all of the
+  tokens, not built), and so does FP8's M (a_scale_t's padded row dim)."""
   if kind == "grouped":
     rhs = (None, "n", "k") if trans_rhs else (None, "k", "n")
-    return Spec(((None, "k"), rhs, (None,)), ((None, "n"),), op=op)
+    return Spec((("m", "k"), rhs, (None,)), (("m", "n"),), op=op, groups=2)
   if kind == "kgrouped":
-    return Spec(((None, "k"), (None, "n"), (None,)), ((None, "k", "n"),), op=op)
+    return Spec((("m", "k"), ("m", "n"), (None,)), ((None, "k", "n"),), op=op, groups=2)
   if kind == "fp8":
     return Spec(((None, "k"), (Block("k", 128), None), (None, "n", "k"),
                  (None, Block("n", 128), Block("k", 128)), (None,)), ((None, "n"),),
