@@ -487,8 +487,10 @@ def test_fp8_ragged_dot_other_dtypes_and_vmap(rng, path):
   yb = jax.vmap(jax_sm100.fp8_ragged_dot, in_axes=(0, None, None))(
       jnp.stack([x, x]).astype(BF16), w.astype(BF16), gs)
   y1 = jax_sm100.fp8_ragged_dot(x.astype(BF16), w.astype(BF16), gs)
-  np.testing.assert_array_equal(np.asarray(f64(yb[0])), np.asarray(f64(y1)))
-  np.testing.assert_array_equal(np.asarray(f64(yb[1])), np.asarray(f64(y1)))
+  # Under vmap the op takes lax's path, unbatched (cpu_ffi) the kernel's: the same
+  # products summed in another order, so equal up to the output's rounding, not bits.
+  np.testing.assert_array_equal(np.asarray(f64(yb[0])), np.asarray(f64(yb[1])))
+  assert_matmul_close(yb[0], f64(y1), y_abs, k, BF16, what="vmap")
 
 
 # ---------------------------------------------------------------------------
