@@ -170,8 +170,9 @@ def _launch(target, ops, out, attrs, why):
 
 
 @functools.lru_cache(maxsize=None)
-def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
-  """The jax_sm100_grouped_gemm launch (16-byte row padding, attributes), vmap-able."""
+def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype, forced):
+  """The jax_sm100_grouped_gemm launch (16-byte row padding, attributes), vmap-able;
+  forced: the override(grouped=...) traced under (None: the default choice)."""
 
   def local(lhs, rhs, gs):
     (m, k), g = lhs.shape, rhs.shape[0]
@@ -180,7 +181,7 @@ def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
     kp, np_ = round_up(k, 8), round_up(n, e_out if trans_rhs else max(8, e_out))
     lhs = pad_to(lhs, 1, kp)
     rhs = pad_to(pad_to(rhs, 2 if trans_rhs else 1, kp), 1 if trans_rhs else 2, np_)
-    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="gemm")
+    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="gemm", forced=forced)
     attrs = dict(trans_rhs=bool(trans_rhs), **cfg.attributes())
     d = _launch(TARGET, [lhs, rhs, gs], jax.ShapeDtypeStruct((m, np_), out_dtype), attrs,
                 f"{m}x{np_}x{kp}, {g} groups: {why}")
@@ -202,14 +203,14 @@ def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def _kgrouped_kernel(out_dtype: np.dtype):
-  """The jax_sm100_kgrouped_gemm launch, vmap-able."""
+def _kgrouped_kernel(out_dtype: np.dtype, forced):
+  """The jax_sm100_kgrouped_gemm launch, vmap-able (forced: as _grouped_kernel's)."""
 
   def local(lhs, dy, gs):
     (m, k), n, g = lhs.shape, dy.shape[1], gs.shape[0]
     kp, np_ = round_up(k, 8), round_up(n, 8)
     lhs, dy = pad_to(lhs, 1, kp), pad_to(dy, 1, np_)
-    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="kgrouped")
+    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="kgrouped", forced=forced)
     d = _launch(KGROUPED_TARGET, [lhs, dy, gs], jax.ShapeDtypeStruct((g, kp, np_), out_dtype),
                 cfg.attributes(), f"{g}x{kp}x{np_} over {m} rows: {why}")
     return d[:, :k, :n] if (kp, np_) != (k, n) else d
@@ -228,15 +229,16 @@ def _kgrouped_kernel(out_dtype: np.dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def _fp8_kernel():
-  """The jax_sm100_fp8_grouped_gemm launch of (a, a_scale_t, b, b_scale, gs), vmap-able."""
+def _fp8_kernel(forced):
+  """The jax_sm100_fp8_grouped_gemm launch of (a, a_scale_t, b, b_scale, gs), vmap-able
+  (forced: as _grouped_kernel's)."""
 
   def local(a, a_scale_t, b, b_scale, gs):
     (m, k), (g, n) = a.shape, b.shape[:2]
     kp, np_ = round_up(k, 16), round_up(n, 8)  # both stay inside the last scale block
     a_scale_t = pad_to(a_scale_t, 1, round_up(m, 4), value=1.0)
     a, b = pad_to(a, 1, kp), pad_to(pad_to(b, 2, kp), 1, np_)
-    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="fp8")
+    cfg, why = tuning.grouped_config(m, np_, kp, g, kind="fp8", forced=forced)
     d = _launch(FP8_TARGET, [a, a_scale_t, b, b_scale, gs], jax.ShapeDtypeStruct((m, np_), BF16),
                 cfg.attributes(), f"{m}x{np_}x{kp}, {g} groups: {why}")
     return d[:, :n] if np_ != n else d
@@ -276,7 +278,7 @@ def grouped(ctx, lhs, rhs, gs, trans_rhs: bool, out_dtype, precision=None):
   out_dtype = np.dtype(out_dtype)
   why = _why_not(ctx, TARGET, lhs, rhs, out_dtype)
   if why is None:
-    return _grouped_kernel(bool(trans_rhs), out_dtype)(lhs, rhs, gs)
+    return _grouped_kernel(bool(trans_rhs), out_dtype, tuning.current().grouped)(lhs, rhs, gs)
   _explain.note_reference(TARGET, [lhs.shape, rhs.shape], why)
   return _reference_call("grouped", bool(trans_rhs), out_dtype, precision)(lhs, rhs, gs)
 
@@ -288,7 +290,7 @@ def kgrouped(ctx, lhs, dy, gs, out_dtype, precision=None):
   if why is None and gs.shape[0] == 0:
     why = "no groups"
   if why is None:
-    return _kgrouped_kernel(out_dtype)(lhs, dy, gs)
+    return _kgrouped_kernel(out_dtype, tuning.current().grouped)(lhs, dy, gs)
   _explain.note_reference(KGROUPED_TARGET, [lhs.shape, dy.shape], why)
   return _reference_call("kgrouped", out_dtype, precision)(lhs, dy, gs)
 
@@ -300,7 +302,7 @@ def fp8_grouped(ctx, a, a_scale, b, b_scale, gs, a_scale_transposed: bool, out_d
   (m, k), (g, n) = a.shape, b.shape[:2]
   if (a.dtype == E4M3 and b.dtype == E4M3 and fp8_kernel_ok(ctx, m, n, k, g, out_dtype)):
     a_scale_t = a_scale if a_scale_transposed else transpose_a_scale(a_scale)
-    return _fp8_kernel()(a, a_scale_t, b, b_scale, gs)
+    return _fp8_kernel(tuning.current().grouped)(a, a_scale_t, b, b_scale, gs)
 
   def why():
     if not ctx.can_call(FP8_TARGET):

@@ -41,7 +41,7 @@ __all__ = [
     "FP8_TILINGS", "HEURISTICS", "SM_COUNTS", "DEFAULT_SM_COUNT", "sm_count", "gemm_config",
     "gemm_tilings", "fp8_config", "override", "current", "fp8_fused_scales", "explain",
     "Settings",
-    "GroupedConfig", "GROUPED_TILINGS", "grouped_config",
+    "GroupedConfig", "GROUPED_TILINGS", "GROUPED_TILINGS_BY_KIND", "grouped_config",
     "SM100_FP8_TILINGS", "ARCH_FP8_TILINGS",
 ]
 
@@ -417,53 +417,6 @@ def fp8_config(m: int, n: int, k: int, *, residual: bool = False, device=None) -
 
 
 # ---------------------------------------------------------------------------
-# Grouped (mixture-of-experts) GEMMs
-# ---------------------------------------------------------------------------
-
-# (block_m, block_n) tiles the grouped targets accept (common/grouped_problem.h).
-GROUPED_TILINGS = ((128, 128), (128, 256))
-# Per grouped kind ('gemm': M-grouped bf16/fp16, 'kgrouped': the weight gradient, 'fp8'):
-# the tiles in order of preference; a wider one is taken while its output tiles (an upper
-# bound: every group may add one partial M tile) still fill every SM. Not measured yet.
-GROUPED_HEURISTICS = {"sm90": {"gemm": ((128, 256), (128, 128)), "kgrouped": ((128, 128),),
-                               "fp8": ((128, 128),)}}
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupedConfig:
-  """One grouped GEMM kernel choice: the output tile block_m x block_n (GROUPED_TILINGS),
-  the FFI attributes block_m, block_n of the grouped targets."""
-  block_m: int = 128
-  block_n: int = 128
-
-  def __post_init__(self):
-    cls = type(self).__name__
-    for f in ("block_m", "block_n"):
-      object.__setattr__(self, f, _int_field(cls, f, getattr(self, f)))
-    if (self.block_m, self.block_n) not in GROUPED_TILINGS:
-      raise ValueError(f"{cls}: (block_m, block_n) = {(self.block_m, self.block_n)} is not "
-                       f"compiled; valid: {', '.join(map(str, GROUPED_TILINGS))}.")
-
-  def attributes(self) -> dict:
-    return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n))
-
-
-def grouped_config(m: int, n: int, k: int, groups: int, *, kind: str = "gemm",
-                   device=None) -> tuple[GroupedConfig, str]:
-  """(config, why) for one grouped launch of `kind` ('gemm', 'kgrouped', 'fp8'): output
-  (m, n) split into `groups` row groups (kgrouped: `groups` outputs of (k, n))."""
-  dev = _device(device)
-  table = GROUPED_HEURISTICS.get(_arch(dev), GROUPED_HEURISTICS["sm90"])[kind]
-  sms = sm_count(dev)
-  for bm, bn in table:
-    rows = groups * cdiv(k, bm) if kind == "kgrouped" else cdiv(m, bm) + groups
-    tiles = rows * cdiv(n, bn)
-    if tiles >= sms or (bm, bn) == table[-1]:
-      return GroupedConfig(bm, bn), f"{bm}x{bn} tiles (<= {tiles} tiles on {sms} SMs)"
-  raise AssertionError("unreachable")
-
-
-# ---------------------------------------------------------------------------
 # Overrides
 # ---------------------------------------------------------------------------
 
@@ -478,7 +431,8 @@ class Settings:
   XLA transposes them. dispatch: how bf16/fp16 GEMM products pick kernel or XLA's
   dot ('auto': measured, 'kernel', 'xla', 'heuristic': the kernel with the heuristic
   configuration, no measurements). autotune_cache: None or True (the default file),
-  False (off) or a path. gemm_choice: set by the ops per product, not by override():
+  False (off) or a path. grouped: None or a GroupedConfig for every grouped launch.
+  gemm_choice: set by the ops per product, not by override():
   (GemmConfig or None, why) from the measured dispatch (jax_sm100._dispatch_table).
   """
   gemm: Any = None
@@ -486,6 +440,7 @@ class Settings:
   fp8_fused_scales: bool = True
   dispatch: str = "auto"
   autotune_cache: Any = None
+  grouped: Any = None
   gemm_choice: Any = None
 
 
@@ -540,7 +495,7 @@ def _as_setting(kind: str, cls, value):
 
 @contextlib.contextmanager
 def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
-             dispatch: str | None = None, autotune_cache=None):
+             dispatch: str | None = None, autotune_cache=None, grouped=None):
   """Kernel configurations for the ops traced inside the `with` block.
 
     with jax_sm100.tuning.override(fp8=Fp8Config(128, 128, cluster=2)):
@@ -563,6 +518,9 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
     dispatch="xla" is in force); a partial gemm= dict only adjusts kernel launches.
   autotune_cache: the jax_sm100.autotune cache file the ops read: a path, True (the
     default, ~/.cache/jax_sm100/autotune-<GPU kind>.json) or False (none).
+  grouped: a GroupedConfig for every grouped launch (ragged_dot, its gradients,
+    fp8_grouped_matmul, fp8_ragged_dot); a tile that a launch's kind lacks
+    (GROUPED_TILINGS_BY_KIND: 256-row tiles are FP8 only) raises ValueError when traced.
   Omitted arguments keep the enclosing setting. Thread- and task-local
   (contextvars). Read at trace time: a function already traced by jax.jit keeps
   the configuration it was traced with; the choice shows in the lowered HLO as the
@@ -576,12 +534,19 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
                         else _bool_setting(fp8_fused_scales)),
       dispatch=cur.dispatch if dispatch is None else _dispatch_table.check_mode(dispatch),
       autotune_cache=(cur.autotune_cache if autotune_cache is None
-                      else _dispatch_table.check_cache_setting(autotune_cache)))
+                      else _dispatch_table.check_cache_setting(autotune_cache)),
+      grouped=cur.grouped if grouped is None else _grouped_setting(grouped))
   token = _SETTINGS.set(new)
   try:
     yield new
   finally:
     _SETTINGS.reset(token)
+
+
+def _grouped_setting(v):
+  if not isinstance(v, GroupedConfig):
+    raise ValueError(f"override(grouped=...) takes a GroupedConfig; got {v!r}.")
+  return v
 
 
 def _bool_setting(v) -> bool:
@@ -651,6 +616,10 @@ def explain(fn, *args, **kwargs):
   from jax_sm100 import _explain
   return _explain.explain(fn, *args, **kwargs)
 
+
+# The grouped GEMMs' configurations (their own module; re-exported here).
+from jax_sm100._tuning_grouped import (  # noqa: E402
+    GROUPED_HEURISTICS, GROUPED_TILINGS, GROUPED_TILINGS_BY_KIND, GroupedConfig, grouped_config)
 
 # Environment variables that selected kernel variants before configs were data.
 _RETIRED_ENV = ("JAX_SM100_FP8_FUSED_SCALES", "JAX_SM100_SM90_CONFIG", "JAX_SM100_SM90_CLUSTER",

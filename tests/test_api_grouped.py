@@ -18,7 +18,7 @@ import pytest
 from jax import lax
 
 import jax_sm100
-from jax_sm100 import _backend, _ffi_registry, tuning
+from jax_sm100 import _backend, _ffi_registry, _tuning_grouped, tuning
 from conftest import assert_matmul_close, f64, np_dequantize, np_quantize_f32, random_array
 
 BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
@@ -347,6 +347,48 @@ def test_grouped_config_contract():
       assert (cfg.block_m, cfg.block_n) in tuning.GROUPED_TILINGS and why
   with pytest.raises(ValueError, match="not compiled"):
     tuning.GroupedConfig(64, 128)
+  for kind, tiles in tuning.GROUPED_TILINGS_BY_KIND.items():
+    assert set(tiles) <= set(tuning.GROUPED_TILINGS), kind
+
+
+def test_grouped_config_fp8_tile_height_follows_group_rows():
+  """256-row FP8 tiles for large groups (mean rows >= the table's minimum), 128 below."""
+  need = _tuning_grouped.GROUPED_MIN_ROWS[(256, 128)]
+  big, why = tuning.grouped_config(8 * need, 2048, 7168, 8, kind="fp8")
+  small, _ = tuning.grouped_config(8 * need - 8, 2048, 7168, 8, kind="fp8")
+  assert (big.block_m, small.block_m) == (256, 128), why
+  assert "rows per group" in why
+  for kind in ("gemm", "kgrouped"):  # no 256-row bf16 kernel
+    assert tuning.grouped_config(8 * need, 2048, 7168, 8, kind=kind)[0].block_m == 128
+
+
+def test_grouped_override_is_honoured_and_checked(rng, cpu_ffi):
+  """override(grouped=...) reaches the custom call's attributes; a tile the kind lacks
+  raises at trace time, naming the tiles it has; the CPU handlers accept exactly the
+  per-kind tiles (FP8 256 x 128 computes the same product)."""
+  m, k, n, g = 300, 256, 128, 3
+  sizes = jnp.asarray([100, 0, 150], jnp.int32)
+  x, w = operands(rng, m, k, n, g)  # bf16: the FP8 grouped target writes bf16
+  fp8 = lambda x, w: jax_sm100.fp8_ragged_dot(x, w, sizes)
+  want = np.asarray(jax.jit(fp8)(x, w)).astype(np.float64)
+  with tuning.override(grouped=tuning.GroupedConfig(256, 128)):
+    # A new function: a traced one keeps the configuration it was traced with.
+    forced = jax.jit(lambda x, w: jax_sm100.fp8_ragged_dot(x, w, sizes))
+    text = forced.lower(x, w).as_text()
+    got = np.asarray(forced(x, w)).astype(np.float64)
+    with pytest.raises(ValueError, match=r"'gemm' grouped kernel has no \(256, 128\) tile"):
+      jax.jit(lambda x, w: jax_sm100.ragged_dot(x, w, sizes)).lower(x, w)
+  assert re.search(r"block_m = 256 : i32", text), text[:2000]
+  np.testing.assert_array_equal(got, want)  # the CPU handler's numerics do not depend on the tile
+  with pytest.raises(ValueError, match="takes a GroupedConfig"):
+    with tuning.override(grouped=(256, 128)):
+      pass
+  gs = np.asarray([1, 2], np.int32)
+  bad = jax.ffi.ffi_call(GROUPED, jax.ShapeDtypeStruct((4, 8), BF16))
+  with pytest.raises(Exception, match="no grouped kernel for"):
+    call = lambda a, b, s: bad(a, b, s, trans_rhs=False, block_m=np.int32(256),
+                               block_n=np.int32(128))
+    jax.block_until_ready(jax.jit(call)(jnp.ones((4, 16), BF16), jnp.ones((2, 16, 8), BF16), gs))
 
 
 # ---------------------------------------------------------------------------

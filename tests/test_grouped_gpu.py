@@ -330,15 +330,20 @@ def _dequantize(q, s):
                                              (32, 8192, 2048, 7168, "short"),
                                              (128, 8192, 2048, 2048, "overflow"),
                                              (8, 2000, 1000, 776, "skewed")])  # partial blocks
-def test_fp8_grouped_kernel(g, m, k, n, pattern):
+@pytest.mark.parametrize("block_m", [128, 256])
+def test_fp8_grouped_kernel(g, m, k, n, pattern, block_m):
+  """Both FP8 kernels (128-row tiles: overlapped promotion; 256-row: two waves) on every
+  pattern, forced through override(grouped=...)."""
   rng = _rng()
   sizes = make_sizes(pattern, g, m, rng)
   x, w = rand(rng, (m, k), F32), rand(rng, (g, n, k), F32)
   aq, a_s = jax_sm100.quantize_fp8_blockwise(x, scale_transposed=True)
   bq, b_s = _quantize_experts(w)
-  f = jax.jit(lambda *o: jax_sm100.fp8_grouped_matmul(*o, a_scale_transposed=True))
-  assert FP8_GROUPED in f.lower(aq, a_s, bq, b_s, jnp.asarray(sizes)).as_text()
-  out = f(aq, a_s, bq, b_s, jnp.asarray(sizes))
+  with tuning.override(grouped=tuning.GroupedConfig(block_m, 128)):
+    f = jax.jit(lambda *o: jax_sm100.fp8_grouped_matmul(*o, a_scale_transposed=True))
+    text = f.lower(aq, a_s, bq, b_s, jnp.asarray(sizes)).as_text()
+    out = f(aq, a_s, bq, b_s, jnp.asarray(sizes))
+  assert FP8_GROUPED in text and f"block_m = {block_m} : i32" in text
   a_deq, b_deq = _dequantize(aq, a_s.T), _dequantize(bq, b_s)
   check_mgrouped(out, a_deq, b_deq, sizes, trans=True, bound=2e-2, fp8=True, rng=rng)
 

@@ -19,6 +19,7 @@
 // synchronisation); the CPU handlers read it on the host.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -76,14 +77,19 @@ struct Fp8GroupedGemmProblem {
 };
 
 /// The (block_m, block_n) tiles the grouped targets accept on every platform (a
-/// configuration the GPU would refuse is refused on the CPU too). The sm90 launch layer
+/// configuration the GPU would refuse is refused on the CPU too): the bf16/fp16 M- and
+/// K-grouped targets, and the FP8 target (also 256-row tiles). The sm90 launch layer
 /// may compile a subset per target (check_sm90_grouped_tiling says which).
 constexpr int kGroupedTilings[][2] = {{128, 128}, {128, 256}};
+constexpr int kFp8GroupedTilings[][2] = {{128, 128}, {128, 256}, {256, 128}};
 
-/// "" when (block_m, block_n) is one of kGroupedTilings, else why, naming the valid set.
-inline std::string check_grouped_tiling(const GroupedTiling& t) {
+/// "" when (block_m, block_n) is one of `tilings` (default: kGroupedTilings), else why,
+/// naming the valid set.
+template <size_t N = 2>
+inline std::string check_grouped_tiling(const GroupedTiling& t,
+                                        const int (&tilings)[N][2] = kGroupedTilings) {
   std::string set;
-  for (const auto& v : kGroupedTilings) {
+  for (const auto& v : tilings) {
     if (v[0] == t.block_m && v[1] == t.block_n) return "";
     set += (set.empty() ? "(" : ", (") + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
   }
@@ -270,7 +276,7 @@ inline xla::ffi::Error validate_fp8_grouped_gemm(
   using xla::ffi::Error;
   namespace gd = grouped_detail;
   const std::string who = std::string(name) + ": ";
-  const std::string tiling_err = check_grouped_tiling(tiling);
+  const std::string tiling_err = check_grouped_tiling(tiling, kFp8GroupedTilings);
   if (!tiling_err.empty()) return Error::InvalidArgument(who + tiling_err);
   if (a.element_type() != xla::ffi::F8E4M3FN || b.element_type() != xla::ffi::F8E4M3FN)
     return Error::InvalidArgument(who + "a and b must be float8_e4m3fn");

@@ -1,6 +1,8 @@
 // sm90 launch unit of the FP8 M-grouped GEMM (kernels/sm90/grouped_fp8_gemm.cuh): tensor
-// maps, the grouped order and the persistent launch. One kernel: 128 x 128 tiles on one
-// CTA (an N tile must lie in one 128-column B-scale block, so block_n 256 runs it too).
+// maps, the grouped order and the persistent launch. Two kernels, both 128 columns wide on
+// one CTA (an N tile must lie in one 128-column B-scale block, so block_n 256 runs the
+// 128 x 128 one): 128-row tiles (overlapped promotion) and 256-row tiles (two 128-row
+// waves per K block: each B tile feeds twice the MMAs, as the dense kernel's 256 x 128).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -20,8 +22,8 @@ namespace {
 
 namespace fp8 = jax_sm100::kernels::sm90_fp8;
 
-using GroupedFp8Cfg = fp8::Fp8GemmConfig<128, 128, false, 1>;
-using Layout = fp8::GroupedFp8Layout<GroupedFp8Cfg>;
+using GroupedFp8Cfg128 = fp8::Fp8GemmConfig<128, 128, false, 1>;
+using GroupedFp8Cfg256 = fp8::Fp8GemmConfig<256, 128, false, 1>;
 
 /// Tile rows per L2 band of the order (the dense default).
 constexpr int kGroupM = 8;
@@ -37,13 +39,10 @@ std::string encode(CUtensorMap* map, const void* base, CUtensorMapDataType dtype
   return encode_tensor_map(map, s);
 }
 
-}  // namespace
-
-std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int num_sms,
-                                         cudaStream_t stream) {
-  using Cfg = GroupedFp8Cfg;
-  const std::string tiling = check_sm90_grouped_tiling(pr.tiling);
-  if (!tiling.empty()) return tiling;
+/// One launch of the kernel of configuration Cfg.
+template <class Cfg>
+std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cudaStream_t stream) {
+  using Layout = fp8::GroupedFp8Layout<Cfg>;
   const int num_kb = static_cast<int>((pr.k + 127) / 128);
   if (num_kb > fp8::kMaxKBlocks) return "K must be <= " + std::to_string(fp8::kMaxKBlocks * 128);
   CUtensorMap map_a, map_b, map_d;  // A's scales: by cp.async (see the kernel's header)
@@ -92,6 +91,15 @@ std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int nu
   l.num_sms = num_sms;
   l.single_cta = SingleCtaLaunch::kPlain;
   return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_d, p);
+}
+
+}  // namespace
+
+std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int num_sms,
+                                         cudaStream_t stream) {
+  // The handler has checked the tiling against kFp8GroupedTilings.
+  if (pr.tiling.block_m == 256) return launch_grouped_fp8<GroupedFp8Cfg256>(pr, num_sms, stream);
+  return launch_grouped_fp8<GroupedFp8Cfg128>(pr, num_sms, stream);
 }
 
 }  // namespace jax_sm100::host

@@ -67,9 +67,9 @@ __device__ __forceinline__ void zero(float (&acc)[W][Cfg::kAcc]) {
 /// Wait for the wave in flight in `acc` (wave `wave` of stage s, scales sc), free the
 /// stage when it was the stage's last live wave (its smem is no longer read: the scales
 /// are in registers), promote it into that wave's final accumulator.
-template <class Cfg, class Ring>
+template <class Cfg, class Ring, class Job>
 __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kAcc], float (&acc)[Cfg::kAcc],
-                                            const KScales& sc, uint32_t s, int wave, const TileJob& job,
+                                            const KScales& sc, uint32_t s, int wave, const Job& job,
                                             int lane) {
   ptx::wgmma_wait<0>();
 #pragma unroll
@@ -90,10 +90,10 @@ __device__ __forceinline__ void finish_wave(Ring& ring, float (&final_w)[Cfg::kA
 /// full barrier as DeepGEMM's kernel of the same design. Fixing it: +7% at the largest
 /// shapes, H200.)
 /// `s` is the ring's stage and `s_next` the one after it (constants in an unrolled loop).
-template <class Cfg, int kWave, class Ring>
+template <class Cfg, int kWave, class Ring, class Job>
 __device__ __forceinline__ void finish_full_wave(Ring& ring, float (&final_w)[Cfg::kAcc],
                                                  float (&acc)[Cfg::kAcc], const KScales& sc, uint32_t s,
-                                                 uint32_t s_next, const TileJob& job, int lane,
+                                                 uint32_t s_next, const Job& job, int lane,
                                                  bool& next_ready) {
   ptx::wgmma_wait<0>();
   if constexpr (kWave == Cfg::kWaves - 1) {
@@ -115,10 +115,10 @@ __device__ __forceinline__ uint32_t next_stage(uint32_t s) {
 /// One K block (kb >= 1) of a tile whose every wave is live, in stage `s` (the ring's):
 /// wait for its data (unless the last release's poll saw it), then each wave's wgmmas,
 /// wait, promote.
-template <class Cfg, bool kConstStage, class Ring>
+template <class Cfg, bool kConstStage, class Ring, class Job>
 __device__ __forceinline__ void full_waves_k_block(Ring& ring, const TileDescs<Cfg>& descs_in,
                                                    float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                   float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                                   float (&acc)[Cfg::kAcc], const Job& job, int lane,
                                                    int kb, uint32_t s, bool& next_ready) {
   // With a constant stage (kConstStage) the descriptor bases are made opaque here: the
   // compiler otherwise hoists every stage's 64-bit descriptors out of the loop and
@@ -142,10 +142,10 @@ __device__ __forceinline__ void full_waves_k_block(Ring& ring, const TileDescs<C
 /// the ring's index steps fold away. The loop runs whole laps of the ring (STAGES K
 /// blocks each), then up to STAGES - 1 K blocks, each under its own check. (Free
 /// functions: a struct of references here was kept in local memory.)
-template <class Cfg, int S, int N, class Ring>
+template <class Cfg, int S, int N, class Ring, class Job>
 __device__ __forceinline__ void full_waves_lap(Ring& ring, const TileDescs<Cfg>& descs,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                               float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                               float (&acc)[Cfg::kAcc], const Job& job, int lane,
                                                int kb, bool& next_ready) {
   if constexpr (N > 0) {  // N K blocks from kb, the first in stage S
     full_waves_k_block<Cfg, true>(ring, descs, final_acc, acc, job, lane, kb, S, next_ready);
@@ -153,10 +153,10 @@ __device__ __forceinline__ void full_waves_lap(Ring& ring, const TileDescs<Cfg>&
                                                       next_ready);
   }
 }
-template <class Cfg, int S, int N, class Ring>
+template <class Cfg, int S, int N, class Ring, class Job>
 __device__ __forceinline__ void full_waves_tail(Ring& ring, const TileDescs<Cfg>& descs,
                                                 float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                                float (&acc)[Cfg::kAcc], const Job& job, int lane,
                                                 int kb, int num_kb, bool& next_ready) {
   if constexpr (N > 0) {  // K blocks kb .. num_kb-1 (at most N), the first in stage S
     if (kb < num_kb) {
@@ -166,10 +166,10 @@ __device__ __forceinline__ void full_waves_tail(Ring& ring, const TileDescs<Cfg>
     }
   }
 }
-template <class Cfg, int S1 = 0, class Ring>
+template <class Cfg, int S1 = 0, class Ring, class Job>
 __device__ __forceinline__ void full_waves_rest_from(Ring& ring, const TileDescs<Cfg>& descs,
                                                      float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                     float (&acc)[Cfg::kAcc], const TileJob& job,
+                                                     float (&acc)[Cfg::kAcc], const Job& job,
                                                      int lane, int num_kb, uint32_t s1, bool& next_ready) {
   if constexpr (S1 < Cfg::STAGES) {
     if (s1 == S1) {
@@ -186,10 +186,10 @@ __device__ __forceinline__ void full_waves_rest_from(Ring& ring, const TileDescs
 
 /// mainloop_waves for a tile whose every wave is live: no run-time branch between a
 /// wave's wait, the stage release and the next wave's issue.
-template <class Cfg, class Ring>
+template <class Cfg, class Ring, class Job>
 __device__ __forceinline__ void mainloop_full_waves(Ring& ring, const TileDescs<Cfg>& descs,
                                                     float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                    float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                                    float (&acc)[Cfg::kAcc], const Job& job, int lane,
                                                     int num_kb, uint32_t s0, const KScales& sc0) {
   bool next_ready = false;
   const uint32_t s1 = next_stage<Cfg>(s0);
@@ -212,9 +212,9 @@ __device__ __forceinline__ void mainloop_full_waves(Ring& ring, const TileDescs<
 
 /// The first wave of a tile: wait for K block 0's stage, issue its wave 0 into `acc`
 /// (not waited for); its stage and scales go to `s0` / `sc0` for the tile's main loop.
-template <class Cfg, class Ring>
+template <class Cfg, class Ring, class Job>
 __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg>& descs,
-                                                 float (&acc)[Cfg::kAcc], const TileJob& job,
+                                                 float (&acc)[Cfg::kAcc], const Job& job,
                                                  uint32_t& s0, KScales& sc0) {
   ring.wait_producer();
   s0 = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
@@ -228,10 +228,10 @@ __device__ __forceinline__ void issue_first_wave(Ring& ring, const TileDescs<Cfg
 /// tile's epilogue. Every wgmma is waited for on the path that issued it: a conditional
 /// issue ahead of a shared wait makes ptxas serialize all of them (C7518), and a form
 /// with one wait site for every issue measured 7-9% slower (H200).
-template <class Cfg, class Ring>
+template <class Cfg, class Ring, class Job>
 __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>& descs,
                                                float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                               float (&acc)[Cfg::kAcc], const TileJob& job, int lane,
+                                               float (&acc)[Cfg::kAcc], const Job& job, int lane,
                                                int num_kb, uint32_t s0, const KScales& sc0) {
   finish_wave<Cfg>(ring, final_acc[0], acc, sc0, s0, 0, job, lane);
 #pragma unroll
@@ -261,14 +261,16 @@ __device__ __forceinline__ void mainloop_waves(Ring& ring, const TileDescs<Cfg>&
 /// registers allow it: the epilogue reads the finals, the wave runs in the accumulator).
 /// A tile the WG holds no rows of breaks the chain (skip_dead_tile).
 /// Drives the ring through its stage-index API (a stage is held across the epilogue).
-template <class Cfg, class Ring>
-__device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, typename Cfg::EpiPipe& epi,
+/// Math, Params, Order (and the Job begin_tile returns): as for math_loop_chained.
+template <class Cfg, class Ring, class Math, class Params, class Order>
+__device__ __forceinline__ void math_loop_waves(Math& m, Ring& ring, typename Cfg::EpiPipe& epi,
                                                 const TileDescs<Cfg>& descs, const CUtensorMap* map_d,
-                                                const Fp8GemmParams& p, const TileScheduler& order) {
+                                                const Params& p, const Order& order) {
+  using Job = decltype(m.begin_tile(order, p, 0));
   float final_acc[Cfg::kWaves][Cfg::kAcc], acc[Cfg::kAcc];
 
   int t = order.first;
-  TileJob job;
+  Job job;
   while (next_live_tile<Cfg>(m, ring, epi, order, p, t, job)) {
     uint32_t s0;  // a chain of live tiles
     KScales sc0;
@@ -279,7 +281,7 @@ __device__ __forceinline__ void math_loop_waves(MathWG<Cfg>& m, Ring& ring, type
         mainloop_full_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
       else
         mainloop_waves<Cfg>(ring, descs, final_acc, acc, job, m.lane, p.num_kb, s0, sc0);
-      const TileJob done = job;
+      const Job done = job;
       t = job.t + order.stride;
       if (t >= order.count() || m.waves_live(order, p, t) == 0) {
         store_tile<Cfg>(final_acc, m, epi, map_d, p, done);

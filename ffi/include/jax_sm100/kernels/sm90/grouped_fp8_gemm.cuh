@@ -78,7 +78,7 @@ struct GroupedFp8Job {
   int t;
   int group, nt, n0;
   int row0, row_end;  // the tile's first row; rows from row_end on are the next group's
-  int waves_live;     // 1 when this WG's 64 rows start inside the group, else 0
+  int waves_live;     // this WG's waves whose 64 rows start inside the group
   uint32_t sfb;       // shared address of the tile's B-scale row
 };
 
@@ -93,8 +93,13 @@ struct GroupedFp8Math : MathWG<Cfg> {
                                             const GroupTableEntry* t)
       : MathWG<Cfg>(smem, sfb, p), table(t) {}
 
+  /// This WG's waves (64 rows each, kWaveRows apart) that start inside the tile's group:
+  /// a prefix of the waves (0 when the N tile lies past N).
   __device__ __forceinline__ int waves_of(const GroupedFp8Params& p, const GroupedTile& x) const {
-    return x.n_tile * Cfg::BLOCK_N < p.n && x.row0 + this->wg * Cfg::WG_M < x.row_end ? 1 : 0;
+    const int row_wg = x.row0 + this->wg * Cfg::WG_M;
+    return x.n_tile * Cfg::BLOCK_N < p.n && row_wg < x.row_end
+               ? min(Cfg::kWaves, (x.row_end - row_wg + Cfg::kWaveRows - 1) / Cfg::kWaveRows)
+               : 0;
   }
   /// waves_live of tile t.
   __device__ __forceinline__ int waves_live(const GroupedFp8Walk&, const GroupedFp8Params& p, int t) {
@@ -116,50 +121,55 @@ struct GroupedFp8Math : MathWG<Cfg> {
   }
 };
 
-/// Epilogue of one tile of a live WG (found by math_loop_chained through argument-
-/// dependent lookup): bf16 staging as the dense kernel (stage_final_acc); 64 valid rows
-/// go out by TMA store (clipped at N), fewer as 16-byte stores of the valid rows.
+/// Epilogue of one tile of a live WG (found by the math loops through argument-dependent
+/// lookup): bf16 staging as the dense kernel (stage_final_acc); per live wave, 64 valid
+/// rows go out by TMA store (clipped at N), fewer as 16-byte stores of the valid rows.
 template <class Cfg>
 __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
                                            const GroupedFp8Math<Cfg>& m, typename Cfg::EpiPipe& epi,
                                            const CUtensorMap* map_d, const GroupedFp8Params& p,
                                            const GroupedFp8Job& job) {
-  static_assert(Cfg::kWaves == 1 && !Cfg::kResidual, "one wave, no residual");
+  static_assert(!Cfg::kResidual, "no residual");
   (void)epi;
   if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
-  named_barrier_sync(1 + m.wg, 128);
+  named_barrier_sync(1 + m.wg, 128);  // ... and every thread's 16-byte stores read it
   stage_final_acc<Cfg>(final_acc, m);
-  const int row_wg = job.row0 + wave_row0<Cfg>(m.wg, 0);
-  const int valid = job.row_end - row_wg;  // > 0: the WG is live
+  ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
+  named_barrier_sync(1 + m.wg, 128);    // the staging is complete
   constexpr int kChunks = Cfg::BLOCK_N / Cfg::kEpiChunk;
-  if (valid >= Cfg::WG_M) {
-    ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
-    named_barrier_sync(1 + m.wg, 128);
-    if (m.t128 == 0) {
 #pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch)
-        if (job.n0 + ch * Cfg::kEpiChunk < p.n)
-          ptx::tma_store_2d(map_d, m.d_wg + ch * Cfg::WG_M * Cfg::kEpiChunk, job.n0 + ch * Cfg::kEpiChunk,
-                            row_wg);
-      ptx::tma_store_commit_group();
-    }
-  } else {
-    named_barrier_sync(1 + m.wg, 128);  // the staging is complete
-    // 64 rows x 8 pieces of 16 bytes per 64-column chunk, 128 threads.
+  for (int w = 0; w < Cfg::kWaves; ++w) {
+    if (w >= job.waves_live) break;
+    const int row_w = job.row0 + wave_row0<Cfg>(m.wg, w);
+    const int valid = job.row_end - row_w;  // > 0: the wave is live
+    const __nv_bfloat16* staged = m.d_wg + w * Cfg::WG_M * Cfg::BLOCK_N;
+    if (valid >= Cfg::WG_M) {
+      if (m.t128 == 0) {
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
+        for (int ch = 0; ch < kChunks; ++ch)
+          if (job.n0 + ch * Cfg::kEpiChunk < p.n)
+            ptx::tma_store_2d(map_d, staged + ch * Cfg::WG_M * Cfg::kEpiChunk, job.n0 + ch * Cfg::kEpiChunk,
+                              row_w);
+      }
+    } else {
+      // 64 rows x 8 pieces of 16 bytes per 64-column chunk, 128 threads.
 #pragma unroll
-      for (int i = 0; i < Cfg::WG_M * 8 / 128; ++i) {
-        const int v = m.t128 + 128 * i;
-        const int row = v / 8, piece = v % 8;
-        const int col = job.n0 + ch * Cfg::kEpiChunk + piece * 8;
-        if (row < valid && col < p.n) {  // n % 8 == 0: a piece is wholly inside or past N
-          const uint4 val = *reinterpret_cast<const uint4*>(m.d_wg + staging_offset<Cfg>(row, ch * Cfg::kEpiChunk + piece * 8));
-          *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row_wg + row) * p.n + col) = val;
+      for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+        for (int i = 0; i < Cfg::WG_M * 8 / 128; ++i) {
+          const int v = m.t128 + 128 * i;
+          const int row = v / 8, piece = v % 8;
+          const int col = job.n0 + ch * Cfg::kEpiChunk + piece * 8;
+          if (row < valid && col < p.n) {  // n % 8 == 0: a piece is wholly inside or past N
+            const uint4 val =
+                *reinterpret_cast<const uint4*>(staged + staging_offset<Cfg>(row, ch * Cfg::kEpiChunk + piece * 8));
+            *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row_w + row) * p.n + col) = val;
+          }
         }
       }
     }
   }
+  if (m.t128 == 0) ptx::tma_store_commit_group();
 }
 
 /// cp.async of one f32 from global to shared (address `dst`); with `valid` false nothing
@@ -258,8 +268,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                  const __grid_constant__ CUtensorMap map_b,
                                  const __grid_constant__ CUtensorMap map_d, const GroupedFp8Params p) {
 #if JAX_SM100_SM90A_DEVICE
-  static_assert(Cfg::kCluster == 1 && Cfg::kOverlap && !Cfg::kResidual,
-                "grouped: one CTA, 128-row tiles, overlapped promotion, no residual");
+  static_assert(Cfg::kCluster == 1 && !Cfg::kResidual && Cfg::kMathWGs == 2,
+                "grouped: one CTA, 128- or 256-row tiles, no residual");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
   auto* smem = reinterpret_cast<typename Cfg::Smem*>(base);
@@ -298,7 +308,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     GroupedFp8Math<Cfg> m(smem, sfb_all, p, table);
     typename Cfg::EpiPipe epi(smem->epi_bars[m.wg], "grouped_fp8_c");  // unused: no residual
     const TileDescs<Cfg> descs(*pipe.tiles, m.wg, m.r0);
-    math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, &map_d, p, walk);
+    if constexpr (Cfg::kOverlap) math_loop_chained<Cfg>(m, pipe.pipeline, epi, descs, &map_d, p, walk);
+    else math_loop_waves<Cfg>(m, pipe.pipeline, epi, descs, &map_d, p, walk);
     // The last store must have left shared memory before the CTA exits.
     if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
   }
