@@ -76,12 +76,21 @@ std::string sm90_launch(const Fp8GroupedGemmProblem& p, int num_sms, cudaStream_
   return jax_sm100::host::sm90_fp8_grouped_gemm_launch(p, num_sms, stream);
 }
 
+/// Why the sm90 kernels lack the problem's tile ("" when they have it): the bf16/fp16
+/// kernels have kSm90GroupedTiles; the FP8 launch has every tile of kFp8GroupedTilings,
+/// which validation enforced.
+template <class Problem>
+std::string sm90_tiling_error(const Problem& p) {
+  return jax_sm100::host::check_sm90_grouped_tiling(p.tiling);
+}
+std::string sm90_tiling_error(const Fp8GroupedGemmProblem&) { return ""; }
+
 /// The sm_90a path: the tile must be one the sm90 grouped kernels have; no product to run
 /// is a zero fill, else the kernel.
 template <class Problem>
 ffi::Error run_sm90(const std::string& name, const Problem& p, const DeviceInfo& dev,
                     cudaStream_t stream) {
-  const std::string bad = jax_sm100::host::check_sm90_grouped_tiling(p.tiling);
+  const std::string bad = sm90_tiling_error(p);
   if (!bad.empty()) return ffi::Error::InvalidArgument(name + ": " + bad);
   if (jax_sm100::host::grouped_all_zero(p)) return zero_fill(name, p.out, out_bytes(p), stream);
   const std::string err = sm90_launch(p, dev.num_sms, stream);
