@@ -329,11 +329,13 @@ def _dequantize(q, s):
                                              (32, 8192, 7168, 2048, "skewed"),
                                              (32, 8192, 2048, 7168, "short"),
                                              (128, 8192, 2048, 2048, "overflow"),
-                                             (8, 2000, 1000, 776, "skewed")])  # partial blocks
+                                             (8, 2000, 1000, 776, "skewed"),  # partial blocks
+                                             (4, 3000, 512, 120, "skewed")])  # one N tile
 @pytest.mark.parametrize("block_m", [128, 256])
 def test_fp8_grouped_kernel(g, m, k, n, pattern, block_m):
-  """Both FP8 kernels (128-row tiles: overlapped promotion; 256-row: two waves) on every
-  pattern, forced through override(grouped=...)."""
+  """Both FP8 kernels (128-row tiles: overlapped promotion; 256-row: two waves, on a pair
+  of CTAs along N when N spans two tiles: with 776 columns the last pair's second tile is
+  past N) on every pattern, forced through override(grouped=...)."""
   rng = _rng()
   sizes = make_sizes(pattern, g, m, rng)
   x, w = rand(rng, (m, k), F32), rand(rng, (g, n, k), F32)

@@ -1,8 +1,10 @@
 // sm90 launch unit of the FP8 M-grouped GEMM (kernels/sm90/grouped_fp8_gemm.cuh): tensor
-// maps, the grouped order and the persistent launch. Two kernels, both 128 columns wide on
-// one CTA (an N tile must lie in one 128-column B-scale block, so block_n 256 runs the
-// 128 x 128 one): 128-row tiles (overlapped promotion) and 256-row tiles (two 128-row
-// waves per K block: each B tile feeds twice the MMAs, as the dense kernel's 256 x 128).
+// maps, the grouped order and the persistent launch. Three kernels, all 128 columns wide
+// (an N tile must lie in one 128-column B-scale block, so block_n 256 runs the 128 x 128
+// one): 128-row tiles on one CTA (overlapped promotion), and 256-row tiles (two 128-row
+// waves per K block: each B tile feeds twice the MMAs, as the dense kernel's 256 x 128)
+// on a pair of CTAs along N sharing A by multicast when N spans two tiles or more, else
+// on one CTA.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +26,7 @@ namespace fp8 = jax_sm100::kernels::sm90_fp8;
 
 using GroupedFp8Cfg128 = fp8::Fp8GemmConfig<128, 128, false, 1>;
 using GroupedFp8Cfg256 = fp8::Fp8GemmConfig<256, 128, false, 1>;
+using GroupedFp8Cfg256Pair = fp8::Fp8GemmConfig<256, 128, false, 2, /*PAIR_ALONG_N=*/true>;
 
 /// Tile rows per L2 band of the order (the dense default).
 constexpr int kGroupM = 8;
@@ -46,8 +49,9 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   const int num_kb = static_cast<int>((pr.k + 127) / 128);
   if (num_kb > fp8::kMaxKBlocks) return "K must be <= " + std::to_string(fp8::kMaxKBlocks * 128);
   CUtensorMap map_a, map_b, map_d;  // A's scales: by cp.async (see the kernel's header)
+  // A: each CTA of a pair loads its half of the tile's rows (multicast to both).
   std::string err = encode(&map_a, pr.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 2, pr.k, pr.m, 1,
-                           Cfg::BLOCK_K, Cfg::BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
+                           Cfg::BLOCK_K, Cfg::BLOCK_M / Cfg::kClusterN, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "a: " + err;
   err = encode(&map_b, pr.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 3, pr.k, pr.n, pr.g, Cfg::BLOCK_K,
                Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -74,7 +78,8 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   p.a_scale_t = pr.a_scale_t;
   p.mp = static_cast<int>(pr.mp);
   p.out = static_cast<__nv_bfloat16*>(pr.out);
-  const int64_t n_tiles = (pr.n + Cfg::BLOCK_N - 1) / Cfg::BLOCK_N;
+  // The order's tile columns: N tiles, or pairs of them (kernel: GroupedFp8Walk).
+  const int64_t n_tiles = (pr.n + Cfg::BLOCK_N * Cfg::kClusterN - 1) / (Cfg::BLOCK_N * Cfg::kClusterN);
   p.groups = kernels::GroupedOrder::make(p.m, static_cast<int>(pr.g), Cfg::BLOCK_M,
                                          static_cast<int>(n_tiles), kGroupM, Layout::kTableEntries);
   const int64_t units = p.groups.max_tile_rows() * n_tiles;
@@ -83,7 +88,7 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   // The tile count is known on the device only: the grid is sized by its bound (every
   // CTA also writes its share of the rows in no group, whatever the grid).
   PersistentLaunch l;
-  l.cluster = 1;
+  l.cluster = Cfg::kCluster;
   l.threads = Cfg::kThreads;
   l.smem_bytes = Layout::kSmemBytes;
   l.smem_limit = static_cast<int>(Layout::kSmemBytes);
@@ -98,7 +103,10 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
 std::string sm90_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, int num_sms,
                                          cudaStream_t stream) {
   // The handler has checked the tiling against kFp8GroupedTilings.
-  if (pr.tiling.block_m == 256) return launch_grouped_fp8<GroupedFp8Cfg256>(pr, num_sms, stream);
+  if (pr.tiling.block_m == 256) {
+    return pr.n > 128 ? launch_grouped_fp8<GroupedFp8Cfg256Pair>(pr, num_sms, stream)
+                      : launch_grouped_fp8<GroupedFp8Cfg256>(pr, num_sms, stream);
+  }
   return launch_grouped_fp8<GroupedFp8Cfg128>(pr, num_sms, stream);
 }
 

@@ -35,6 +35,7 @@
 #include "jax_sm100/common/grouped_scheduler.cuh"
 #include "jax_sm100/common/named_barrier.cuh"
 #include "jax_sm100/kernels/sm90/fp8_gemm_config.cuh"
+#include "jax_sm100/kernels/sm90/fp8_gemm_loads.cuh"
 #include "jax_sm100/kernels/sm90/fp8_gemm_mainloop.cuh"
 #include "jax_sm100/kernels/sm90/fp8_gemm_math.cuh"
 #include "jax_sm100/ptx/common/elect.cuh"
@@ -67,11 +68,22 @@ struct GroupedFp8Params : Fp8GemmParams {
   GroupedOrder groups;         ///< the tile order over the groups
 };
 
-/// The walk of one CTA over the order's tiles (what math_loop_chained reads of it).
+/// The walk of one CTA over the order's tiles (what the math loops read of it). With a
+/// pair along N (Cfg::kClusterN == 2) the order's tile columns are pairs of N tiles: both
+/// CTAs of a cluster walk the same tiles (same rows, same group, A shared by multicast),
+/// the CTA of rank `rank` taking N tile 2 * column + rank.
 struct GroupedFp8Walk {
   int first, stride, total;
+  int rank;  ///< the CTA's rank in its pair along N (0 without a cluster)
   __device__ __forceinline__ int count() const { return total; }
 };
+
+/// The N tile of order tile x that this CTA computes (it may lie past N: the second of a
+/// pair when N spans an odd number of tiles; its waves are then dead).
+template <class Cfg>
+__device__ __forceinline__ int cta_n_tile(const GroupedTile& x, int rank) {
+  return x.n_tile * Cfg::kClusterN + rank;
+}
 
 /// One tile as a math WG sees it (the members math_loop_chained and store_tile read).
 struct GroupedFp8Job {
@@ -95,27 +107,28 @@ struct GroupedFp8Math : MathWG<Cfg> {
 
   /// This WG's waves (64 rows each, kWaveRows apart) that start inside the tile's group:
   /// a prefix of the waves (0 when the N tile lies past N).
-  __device__ __forceinline__ int waves_of(const GroupedFp8Params& p, const GroupedTile& x) const {
+  __device__ __forceinline__ int waves_of(const GroupedFp8Params& p, const GroupedTile& x, int rank) const {
     const int row_wg = x.row0 + this->wg * Cfg::WG_M;
-    return x.n_tile * Cfg::BLOCK_N < p.n && row_wg < x.row_end
+    return cta_n_tile<Cfg>(x, rank) * Cfg::BLOCK_N < p.n && row_wg < x.row_end
                ? min(Cfg::kWaves, (x.row_end - row_wg + Cfg::kWaveRows - 1) / Cfg::kWaveRows)
                : 0;
   }
   /// waves_live of tile t.
-  __device__ __forceinline__ int waves_live(const GroupedFp8Walk&, const GroupedFp8Params& p, int t) {
-    return waves_of(p, p.groups.tile(table, p.group_sizes, t, cache));
+  __device__ __forceinline__ int waves_live(const GroupedFp8Walk& walk, const GroupedFp8Params& p, int t) {
+    return waves_of(p, p.groups.tile(table, p.group_sizes, t, cache), walk.rank);
   }
   /// Start tile t (as MathWG::begin_tile: the B-scale stage moves on).
-  __device__ __forceinline__ GroupedFp8Job begin_tile(const GroupedFp8Walk&, const GroupedFp8Params& p, int t) {
+  __device__ __forceinline__ GroupedFp8Job begin_tile(const GroupedFp8Walk& walk, const GroupedFp8Params& p,
+                                                       int t) {
     const GroupedTile x = p.groups.tile(table, p.group_sizes, t, cache);
     GroupedFp8Job job;
     job.t = t;
     job.group = x.group;
-    job.nt = x.n_tile;
-    job.n0 = x.n_tile * Cfg::BLOCK_N;
+    job.nt = cta_n_tile<Cfg>(x, walk.rank);
+    job.n0 = job.nt * Cfg::BLOCK_N;
     job.row0 = x.row0;
     job.row_end = x.row_end;
-    job.waves_live = waves_of(p, x);
+    job.waves_live = waves_of(p, x, walk.rank);
     job.sfb = this->next_scales();
     return job;
   }
@@ -187,9 +200,10 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
 }
 
 /// Producer (last WG, warp 0; every lane walks): per tile, per K block, one stage: lane 0
-/// issues A's rows from the tile's first row and B of its group by TMA (one transaction);
-/// every lane copies 4 of A's scales (rows row0 + lane + 32 i; rows past M zero-filled)
-/// and arrives on the full barrier when they land.
+/// issues A's rows from the tile's first row (with a pair along N, its half of them,
+/// multicast to both CTAs) and B of its group and N tile by TMA (one transaction); every
+/// lane copies BLOCK_M / 32 of A's scales (rows row0 + lane + 32 i; rows past M
+/// zero-filled) and arrives on the full barrier when they land.
 template <class Cfg>
 __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
                                                       const CUtensorMap* map_b, const GroupedFp8Params& p,
@@ -214,8 +228,10 @@ __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& p
       cp_async_arrive_noinc(bar);
       if (lane == 0) {
         stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B
-        ptx::tma_load_2d(stage.a_tile(), map_a, bar, kb * Cfg::BLOCK_K, x.row0);
-        ptx::tma_load_3d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, x.n_tile * Cfg::BLOCK_N, x.group);
+        load_tile_part<Cfg, Cfg::BLOCK_M, Cfg::kClusterN>(stage.a_tile(), map_a, bar, kb, x.row0, walk.rank,
+                                                          (1u << Cfg::kClusterN) - 1);
+        ptx::tma_load_3d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, cta_n_tile<Cfg>(x, walk.rank) * Cfg::BLOCK_N,
+                         x.group);
       }
       std::move(stage).release();
     }
@@ -223,6 +239,9 @@ __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& p
   // No copy of this thread's is left in flight when it exits (the math WGs wait for them
   // anyway, through the full barriers).
   asm volatile("cp.async.wait_all;\n" ::: "memory");
+  // With a pair, the peer's consumers arrive on this CTA's empty barriers: wait until
+  // they released every stage, so that no arrival lands after this CTA exits.
+  if constexpr (Cfg::kCluster > 1) producer.drain();
 }
 
 /// B-scale warp (last WG, warp 2): as the dense b_scale_loop, from the tile's group's
@@ -235,7 +254,7 @@ __device__ __forceinline__ void grouped_b_scale_loop(typename Cfg::ScalePipe& pi
   GroupSpan cache;
   for (int t = walk.first; t < walk.count(); t += walk.stride) {
     const GroupedTile x = p.groups.tile(table, p.group_sizes, t, cache);
-    const int nb = min(x.n_tile * Cfg::BLOCK_N / Cfg::kScaleBlock, p.num_nb - 1);
+    const int nb = min(cta_n_tile<Cfg>(x, walk.rank) * Cfg::BLOCK_N / Cfg::kScaleBlock, p.num_nb - 1);
     auto stage = pipe.acquire_producer();  // the math WGs are done with this buffer
     float* dst = sfb_all + stage.index() * p.num_kb;
     const float* src = p.b_scale + (static_cast<size_t>(x.group) * p.num_nb + nb) * p.num_kb;
@@ -268,8 +287,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                  const __grid_constant__ CUtensorMap map_b,
                                  const __grid_constant__ CUtensorMap map_d, const GroupedFp8Params p) {
 #if JAX_SM100_SM90A_DEVICE
-  static_assert(Cfg::kCluster == 1 && !Cfg::kResidual && Cfg::kMathWGs == 2,
-                "grouped: one CTA, 128- or 256-row tiles, no residual");
+  static_assert(Cfg::kClusterM == 1 && !Cfg::kResidual && Cfg::kMathWGs == 2,
+                "grouped: one CTA or a pair along N, 128- or 256-row tiles, no residual");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
   auto* smem = reinterpret_cast<typename Cfg::Smem*>(base);
@@ -280,17 +299,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t warp = ptx::warp_idx_sync();
   if (threadIdx.x == Cfg::kMathThreads) {
     // full: the producer's expect_bytes + one cp.async arrival per producer lane (A's
-    // scales) + the TMA bytes; empty: one lane per math warp.
-    pipe.init_barriers(1 + 32, Cfg::kMathWGs * 4);
+    // scales) + the TMA bytes; empty: one lane per math warp of every CTA of the cluster.
+    pipe.init_barriers(1 + 32, Cfg::kMathWGs * 4 * Cfg::kCluster);
     typename Cfg::ScalePipe(smem->sfb_bars).init_mbars(32, Cfg::kMathWGs * 4);
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
     ptx::tma_prefetch_descriptor(&map_d);
   }
   if (warp == Cfg::kMathThreads / 32 + 3) build_group_table_warp(p.groups, p.group_sizes, table);
-  __syncthreads();
-  const GroupedFp8Walk walk{static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x),
-                            p.groups.count_groups(table, p.group_sizes)};
+  // Barrier init must be visible to the peer CTA (remote arrivals, multicast tx) too.
+  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
+  else __syncthreads();
+  const GroupedFp8Walk walk{static_cast<int>(blockIdx.x) / Cfg::kCluster,
+                            static_cast<int>(gridDim.x) / Cfg::kCluster,
+                            p.groups.count_groups(table, p.group_sizes),
+                            Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0};
 
   if (threadIdx.x >= Cfg::kMathThreads) {
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
