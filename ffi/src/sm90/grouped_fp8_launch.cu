@@ -48,7 +48,7 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   using Layout = fp8::GroupedFp8Layout<Cfg>;
   const int num_kb = static_cast<int>((pr.k + 127) / 128);
   if (num_kb > fp8::kMaxKBlocks) return "K must be <= " + std::to_string(fp8::kMaxKBlocks * 128);
-  CUtensorMap map_a, map_b, map_d;  // A's scales: by cp.async (see the kernel's header)
+  CUtensorMap map_a, map_b, map_sfa, map_d;
   // A: each CTA of a pair loads its half of the tile's rows (multicast to both).
   std::string err = encode(&map_a, pr.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 2, pr.k, pr.m, 1,
                            Cfg::BLOCK_K, Cfg::BLOCK_M / Cfg::kClusterN, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -56,6 +56,11 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   err = encode(&map_b, pr.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 3, pr.k, pr.n, pr.g, Cfg::BLOCK_K,
                Cfg::BLOCK_N, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "b: " + err;
+  // A's scales (ceil(K/128), mp) f32, one tile's BLOCK_M of them per box (by TMA for tiles
+  // whose first row is a multiple of 4; see the kernel's header).
+  err = encode(&map_sfa, pr.a_scale_t, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 2, pr.mp, num_kb, 1,
+               Cfg::BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!err.empty()) return "a_scale: " + err;
   err = encode(&map_d, pr.out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, 2, pr.n, pr.m, 1, Cfg::kEpiChunk,
                Cfg::WG_M, CU_TENSOR_MAP_SWIZZLE_128B);
   if (!err.empty()) return "out: " + err;
@@ -69,7 +74,8 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   p.b_scale = pr.b_scale;
   p.beta = 0.0f;
   // Whole boxes every stage (TMA counts the zero fill past M, K and N): A and B. A's
-  // scales arrive by cp.async, counted as arrivals, not bytes.
+  // scales add BLOCK_M * 4 bytes when they come by TMA (the producer adds them), else
+  // arrive by cp.async, counted as arrivals, not bytes.
   static_assert(Cfg::BLOCK_M * Cfg::BLOCK_K + Cfg::BLOCK_N * Cfg::BLOCK_K ==
                     Cfg::Payload::a_bytes + Cfg::Payload::b_bytes,
                 "stage transaction bytes out of step with the payload");
@@ -95,7 +101,7 @@ std::string launch_grouped_fp8(const Fp8GroupedGemmProblem& pr, int num_sms, cud
   l.units = units;
   l.num_sms = num_sms;
   l.single_cta = SingleCtaLaunch::kPlain;
-  return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_d, p);
+  return launch_persistent<fp8::sm90_grouped_fp8_gemm_kernel<Cfg>>(l, stream, map_a, map_b, map_sfa, map_d, p);
 }
 
 }  // namespace

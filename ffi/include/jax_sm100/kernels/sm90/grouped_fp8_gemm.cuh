@@ -3,24 +3,27 @@
 //   out[r, :] (bf16) = sum_kb (a[r, kb] * a_scale[r, kb]) @ (b[g(r)][:, kb] * b_scale[g(r)][nb, kb])^T
 //
 // for the rows r of group g, zeros for the rows in no group. It is the dense FP8 kernel
-// (kernels/sm90/fp8_gemm*.cuh: Fp8GemmConfig 128 x 128 on one CTA, the same stages,
-// wgmma, per-128-K-block fp32 promotion and overlapped main loop math_loop_chained, so
-// the same numerics) over the grouped tile order (common/grouped_scheduler.cuh):
+// (kernels/sm90/fp8_gemm*.cuh: Fp8GemmConfig 128 x 128 on one CTA with the overlapped
+// main loop math_loop_chained, or 256 x 128 with math_loop_waves on one CTA or a pair
+// along N; the same wgmma and per-128-K-block fp32 promotion, so the same numerics) over
+// the grouped tile order (common/grouped_scheduler.cuh):
 //   * every role decodes tile t through GroupedOrder::tile (its own cached lookup into
 //     the CTA's group table, built by warp 3 of the producer warpgroup before the role
-//     split); the order holds the tiles of groups 0..G-1 only;
+//     split); the order holds the tiles of groups 0..G-1 only; with a pair along N its
+//     columns are pairs of N tiles, both CTAs of a cluster walking the same tiles;
 //   * the producer loads A from the tile's first row (any row: A's rows are the TMA box's
-//     outer dimension) and B through a (G, N, K) tensor map, the group as the outer
-//     coordinate; the B-scale warp reads the group's (ceil(N/128), ceil(K/128)) block;
-//   * A's scales are copied by the producer warp's 32 lanes with 4-byte cp.async (4 rows
-//     each) into the same stage, each lane's copies signalled on the stage's full barrier
-//     (cp.async.mbarrier.arrive.noinc: 32 arrivals besides the TMA transaction). Not by
-//     TMA as in the dense kernel: a_scale_t's rows are its inner dimension, and a TMA box
-//     whose inner start address is not 16-byte aligned faults (illegal instruction); a
-//     group, hence a tile, may start at any row, not only at a multiple of 4;
-//   * a math warpgroup whose 64 rows all lie past its group's end holds no rows of the
-//     tile (waves_live 0: it frees the stages, as the dense kernel does for rows past M);
-//     one whose rows are cut by the group's end stores the valid rows from its staged
+//     outer dimension; a pair multicasts its halves) and B through a (G, N, K) tensor
+//     map, the group as the outer coordinate; the B-scale warp reads the group's
+//     (ceil(N/128), ceil(K/128)) block;
+//   * A's scales come by TMA in the stage's transaction when the tile's first row is a
+//     multiple of 4; else by the producer warp's 32 lanes with 4-byte cp.async, each
+//     lane's copies signalled on the stage's full barrier (cp.async.mbarrier.arrive
+//     .noinc): a_scale_t's rows are its inner dimension, and a TMA box whose inner start
+//     address is not 16-byte aligned faults (illegal instruction), while a group, hence
+//     a tile, may start at any row;
+//   * a math warpgroup whose rows all lie past its group's end holds no rows of the tile
+//     (waves_live 0: it frees the stages, as the dense kernel does for rows past M); a
+//     wave whose 64 rows are cut by the group's end stores the valid rows from its staged
 //     tile with 16-byte stores (a TMA box would overwrite the next group's rows);
 //   * warp 1 of the producer warpgroup writes the zeros of the rows in no group, rows
 //     spread over the CTAs.
@@ -201,13 +204,17 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
 
 /// Producer (last WG, warp 0; every lane walks): per tile, per K block, one stage: lane 0
 /// issues A's rows from the tile's first row (with a pair along N, its half of them,
-/// multicast to both CTAs) and B of its group and N tile by TMA (one transaction); every
-/// lane copies BLOCK_M / 32 of A's scales (rows row0 + lane + 32 i; rows past M
-/// zero-filled) and arrives on the full barrier when they land.
+/// multicast to both CTAs) and B of its group and N tile by TMA (one transaction). A's
+/// scales: by TMA in the same transaction when the tile's first row is a multiple of 4
+/// (the box's global start is then 16-byte aligned, which TMA requires), every lane
+/// arriving once; else every lane copies BLOCK_M / 32 of them (rows row0 + lane + 32 i;
+/// rows past M zero-filled) and arrives on the full barrier when they land. Either way
+/// the full barrier sees 1 + 32 arrivals.
 template <class Cfg>
 __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& pipe, const CUtensorMap* map_a,
-                                                      const CUtensorMap* map_b, const GroupedFp8Params& p,
-                                                      const GroupTableEntry* table, const GroupedFp8Walk& walk) {
+                                                      const CUtensorMap* map_b, const CUtensorMap* map_sfa,
+                                                      const GroupedFp8Params& p, const GroupTableEntry* table,
+                                                      const GroupedFp8Walk& walk) {
   static_assert(Cfg::BLOCK_M % 32 == 0, "A's scales: BLOCK_M / 32 per lane");
   auto producer = pipe.producer();
   const uint32_t lane = ptx::lane_id();
@@ -217,17 +224,24 @@ __device__ __forceinline__ void grouped_producer_loop(typename Cfg::InputPipe& p
     for (int kb = 0; kb < p.num_kb; ++kb) {
       auto stage = producer.acquire_stage();  // waits until both math WGs freed it
       uint64_t* bar = stage.mbar()->ptr();
-      const uint32_t sfa = ptx::smem_addr(stage.sfa_tile());
-      const float* src = p.a_scale_t + static_cast<size_t>(kb) * p.mp;
+      const bool tma_scales = x.row0 % 4 == 0;  // the same in every lane
+      if (tma_scales) {
+        stage.mbar()->arrive();
+      } else {
+        const uint32_t sfa = ptx::smem_addr(stage.sfa_tile());
+        const float* src = p.a_scale_t + static_cast<size_t>(kb) * p.mp;
 #pragma unroll
-      for (int i = 0; i < Cfg::BLOCK_M / 32; ++i) {
-        const int j = static_cast<int>(lane) + 32 * i, row = x.row0 + j;
-        const bool valid = row < p.m;
-        cp_async_f32(sfa + j * static_cast<uint32_t>(sizeof(float)), valid ? src + row : src, valid);
+        for (int i = 0; i < Cfg::BLOCK_M / 32; ++i) {
+          const int j = static_cast<int>(lane) + 32 * i, row = x.row0 + j;
+          const bool valid = row < p.m;
+          cp_async_f32(sfa + j * static_cast<uint32_t>(sizeof(float)), valid ? src + row : src, valid);
+        }
+        cp_async_arrive_noinc(bar);
       }
-      cp_async_arrive_noinc(bar);
       if (lane == 0) {
-        stage.expect_bytes(p.stage_tx_bytes);  // one transaction: A + B
+        // One transaction: A + B (+ A's scales).
+        stage.expect_bytes(p.stage_tx_bytes + (tma_scales ? Cfg::BLOCK_M * sizeof(float) : 0u));
+        if (tma_scales) ptx::tma_load_2d(stage.sfa_tile(), map_sfa, bar, x.row0, kb);
         load_tile_part<Cfg, Cfg::BLOCK_M, Cfg::kClusterN>(stage.a_tile(), map_a, bar, kb, x.row0, walk.rank,
                                                           (1u << Cfg::kClusterN) - 1);
         ptx::tma_load_3d(stage.b_tile(), map_b, bar, kb * Cfg::BLOCK_K, cta_n_tile<Cfg>(x, walk.rank) * Cfg::BLOCK_N,
@@ -285,6 +299,7 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_grouped_fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                                  const __grid_constant__ CUtensorMap map_b,
+                                 const __grid_constant__ CUtensorMap map_sfa,
                                  const __grid_constant__ CUtensorMap map_d, const GroupedFp8Params p) {
 #if JAX_SM100_SM90A_DEVICE
   static_assert(Cfg::kClusterM == 1 && !Cfg::kResidual && Cfg::kMathWGs == 2,
@@ -304,6 +319,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     typename Cfg::ScalePipe(smem->sfb_bars).init_mbars(32, Cfg::kMathWGs * 4);
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
+    ptx::tma_prefetch_descriptor(&map_sfa);
     ptx::tma_prefetch_descriptor(&map_d);
   }
   if (warp == Cfg::kMathThreads / 32 + 3) build_group_table_warp(p.groups, p.group_sizes, table);
@@ -319,7 +335,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
     const uint32_t role = warp - Cfg::kMathThreads / 32;
     if (role == 0) {
-      grouped_producer_loop<Cfg>(pipe, &map_a, &map_b, p, table, walk);
+      grouped_producer_loop<Cfg>(pipe, &map_a, &map_b, &map_sfa, p, table, walk);
     } else if (role == 1) {
       zero_rows_loop<Cfg>(p, table);
     } else if (role == 2) {
@@ -337,7 +353,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();
   }
 #else
-  (void)map_a; (void)map_b; (void)map_d; (void)p;
+  (void)map_a; (void)map_b; (void)map_sfa; (void)map_d; (void)p;
   __trap();  // built for another arch: the handler never launches this there
 #endif
 }
