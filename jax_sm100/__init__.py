@@ -7,6 +7,7 @@ Public ops (all jittable, vmappable, reverse-mode differentiable where noted):
   sm_100a kernel only: Hopper has no block-scaled MMA); grouped (mixture of
   experts): ragged_dot, ragged_dot_general, fp8_ragged_dot, fp8_grouped_matmul;
   autotune() (measure shapes on this GPU and cache the fastest path).
+  Fused bias/activation epilogue: matmul_bias (act(a @ b + bias)).
 Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
 
 Every op runs the compiled kernel when backend() is 'sm90'/'sm100', the op has a
@@ -24,6 +25,7 @@ importing still works: a RuntimeWarning says why and backend() is 'reference'.
 """
 from jax_sm100 import _ffi_registry, tuning
 from jax_sm100._backend import FORCE_REFERENCE_ENV, backend
+from jax_sm100._bias import matmul_bias
 from jax_sm100._dot_general import dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
 from jax_sm100._grouped import (fp8_grouped_matmul, fp8_ragged_dot, ragged_dot,
@@ -42,6 +44,7 @@ __all__ = [
     "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual", "mxfp8_dot",
     "mxfp8_dot_general", "mxfp8_matmul", "quantize_fp8_blockwise", "quantize_mxfp8",
     "tuning",
+    "matmul_bias",
     "fp8_grouped_matmul", "fp8_ragged_dot", "ragged_dot", "ragged_dot_general",
     "autotune",
 ]

@@ -100,7 +100,7 @@ def _ffi_calls(jaxpr):
 def _config(target: str, attrs: dict):
   from jax_sm100 import tuning
   try:
-    if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual"):
+    if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_gemm_bias"):
       return tuning.GemmConfig(*(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m",
                                                           "group_m")))
     if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual"):

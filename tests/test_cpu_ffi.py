@@ -24,7 +24,7 @@ BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
 TARGETS = ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
            "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
            "jax_sm100_mxfp8_gemm", "jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm",
-           "jax_sm100_fp8_grouped_gemm")
+           "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias")
 needs_cpu_handlers = pytest.mark.skipif(
     not _ffi_registry.registered_cpu_targets() or jax.devices()[0].platform != "cpu",
     reason="needs the extension's CPU handlers and a CPU default device")
@@ -128,6 +128,8 @@ def test_every_op_launches_its_target(cpu_ffi):
       "jax_sm100_kgrouped_gemm": (jax.grad(lambda x, w, s: jnp.sum(
           jax_sm100.ragged_dot(x, w, s).astype(F32)), argnums=1), x.astype(BF16), gw, sizes),
       "jax_sm100_fp8_grouped_gemm": (jax_sm100.fp8_ragged_dot, x.astype(BF16), gw, sizes),
+      "jax_sm100_gemm_bias": (lambda a, b: jax_sm100.matmul_bias(a, b, jnp.ones(9),
+                                                                 activation="gelu"), a, b),
   }
   for target, (f, *args) in cases.items():
     assert f"custom_call @{target}(" in hlo(f, *args), target

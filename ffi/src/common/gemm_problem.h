@@ -41,6 +41,12 @@ struct GemmProblem {
   bool trans_a, trans_b;
   float alpha, beta;
   GemmTiling tiling;
+  // The fused bias/activation epilogue (target jax_sm100_gemm_bias; the plain and residual
+  // targets leave these at their defaults): z = alpha * acc + bias[col] in fp32,
+  // d = act(z), and z itself into `pre` when it is not null (the backward pass's input).
+  const float* bias = nullptr;  ///< (n,) f32, the same for every row and batch; null: none
+  void* pre = nullptr;          ///< z in out_type, d's layout; null: not written
+  int32_t activation = 0;       ///< kernels::Activation (kernels/common/activation.h)
 
   /// No output element to write (the handler returns at once).
   bool empty() const { return m == 0 || n == 0 || batch == 0; }

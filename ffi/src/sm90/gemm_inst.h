@@ -1,7 +1,10 @@
 // Definition of sm90_gemm_launch<T, Out>: tensor maps, tile order and the launch of the
 // kernel instantiation that the call's (block_m, block_n, cluster_m) names. Included by
-// the six gemm_inst_<in>_<out>.cu files only, so the 72 kernel instantiations (12 per
-// dtype pair) compile in parallel translation units.
+// the six gemm_inst_<in>_<out>.cu files, so the 72 plain and residual kernel
+// instantiations (12 per dtype pair) compile in parallel translation units, and by the
+// four gemm_bias_inst_<in>_<out>.cu files, whose sm90_gemm_bias_launch instantiates the
+// bias/activation kernels (6 tilings x 5 activations per pair; gemm_launch.h declares
+// them extern, so the gemm_inst units do not compile them again).
 #pragma once
 
 #include <cuda.h>
@@ -11,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "jax_sm100/kernels/common/activation.h"
 #include "jax_sm100/kernels/sm90/gemm.cuh"
 #include "common/launch.h"
 #include "common/tensor_map.h"
@@ -38,6 +42,8 @@ using Cfg128x256C2 = sm90::GemmConfig<128, 256, 3, 0, 2, 2>;
 using Cfg128x256RC2 = sm90::GemmConfig<128, 256, 3, 4, 2, 2>;
 using Cfg128x128C2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2>;
 using Cfg128x128RC2 = sm90::GemmConfig<128, 128, 5, 4, 2, 2>;
+// The bias/activation kernels: sm90::GemmBiasConfig<plain config, activation>, the plain
+// config's stages and D buffers plus a (NumWG, kWgTileN) f32 bias slice.
 
 template <class X>
 inline CUtensorMapDataType tma_dtype() {
@@ -82,6 +88,14 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   const uint32_t epi_n = 128 / sizeof(Out);
   err = encode_operand(&p.tma_d, pr.d, out_dt, sizeof(Out), pr.n, pr.m, pr.batch, epi_n, 64);
   if (!err.empty()) return "D: " + err;
+  if constexpr (Cfg::kBiasAct) {
+    if (pr.pre != nullptr) {  // the pre-activation: D's shape, type and box
+      err = encode_operand(&p.tma_pre, pr.pre, out_dt, sizeof(Out), pr.n, pr.m, pr.batch, epi_n, 64);
+      if (!err.empty()) return "pre: " + err;
+    }
+    p.bias = pr.bias;
+    p.has_pre = pr.pre != nullptr;
+  }
   if constexpr (Cfg::kResidual) {
     const int64_t bc = pr.c_batched ? pr.batch : 1;
     err = encode_operand(&p.tma_c, pr.c, out_dt, sizeof(Out), pr.n, pr.m, bc, epi_n, 64);
@@ -129,26 +143,79 @@ std::string launch_plain_or_residual(const GemmProblem& pr, int num_sms, cudaStr
                          : launch_config<Plain, T, Out>(pr, num_sms, stream);
 }
 
-template <class T, class Out>
-std::string sm90_gemm_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
-  const GemmTiling& t = pr.tiling;
+/// The plain and residual configs of one tiling, as a value for with_tiling's callback.
+template <class PlainCfg, class ResidualCfg>
+struct TilingConfigs {
+  using Plain = PlainCfg;
+  using Residual = ResidualCfg;
+};
+
+/// Calls f(TilingConfigs<...>{}) for the tiling that t names, or returns the error.
+template <class F>
+std::string with_tiling(const GemmTiling& t, F&& f) {
   const auto is = [&t](int bm, int bn, int cm) {
     return t.block_m == bm && t.block_n == bn && t.cluster_m == cm;
   };
-  if (is(128, 256, 1))
-    return launch_plain_or_residual<Cfg128x256, Cfg128x256R, T, Out>(pr, num_sms, stream);
-  if (is(128, 256, 2))
-    return launch_plain_or_residual<Cfg128x256C2, Cfg128x256RC2, T, Out>(pr, num_sms, stream);
-  if (is(128, 128, 1))
-    return launch_plain_or_residual<Cfg128x128, Cfg128x128R, T, Out>(pr, num_sms, stream);
-  if (is(128, 128, 2))
-    return launch_plain_or_residual<Cfg128x128C2, Cfg128x128RC2, T, Out>(pr, num_sms, stream);
-  if (is(64, 128, 1))
-    return launch_plain_or_residual<Cfg64x128, Cfg64x128R, T, Out>(pr, num_sms, stream);
-  if (is(64, 64, 1))
-    return launch_plain_or_residual<Cfg64x64, Cfg64x64R, T, Out>(pr, num_sms, stream);
+  if (is(128, 256, 1)) return f(TilingConfigs<Cfg128x256, Cfg128x256R>{});
+  if (is(128, 256, 2)) return f(TilingConfigs<Cfg128x256C2, Cfg128x256RC2>{});
+  if (is(128, 128, 1)) return f(TilingConfigs<Cfg128x128, Cfg128x128R>{});
+  if (is(128, 128, 2)) return f(TilingConfigs<Cfg128x128C2, Cfg128x128RC2>{});
+  if (is(64, 128, 1)) return f(TilingConfigs<Cfg64x128, Cfg64x128R>{});
+  if (is(64, 64, 1)) return f(TilingConfigs<Cfg64x64, Cfg64x64R>{});
   return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +
          ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
+}
+
+template <class X>
+inline const char* type_name() {
+  if constexpr (std::is_same_v<X, float>) return "float32";
+  else if constexpr (std::is_same_v<X, __half>) return "float16";
+  else return "bfloat16";
+}
+
+/// The bias/activation config of one plain tiling for the call's activation.
+template <class Plain, class T, class Out>
+std::string launch_bias_act(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  using A = kernels::Activation;
+  switch (pr.activation) {
+    case static_cast<int32_t>(A::kNone):
+      return launch_config<sm90::GemmBiasConfig<Plain, A::kNone>, T, Out>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kRelu):
+      return launch_config<sm90::GemmBiasConfig<Plain, A::kRelu>, T, Out>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kGeluTanh):
+      return launch_config<sm90::GemmBiasConfig<Plain, A::kGeluTanh>, T, Out>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kGeluErf):
+      return launch_config<sm90::GemmBiasConfig<Plain, A::kGeluErf>, T, Out>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kSilu):
+      return launch_config<sm90::GemmBiasConfig<Plain, A::kSilu>, T, Out>(pr, num_sms, stream);
+  }
+  return "no sm90 kernel for activation " + std::to_string(pr.activation) + " (0.." +
+         std::to_string(kernels::kNumActivations - 1) + ")";
+}
+
+template <class T, class Out>
+std::string sm90_gemm_bias_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  if (pr.c != nullptr) return "the bias/activation epilogue takes no residual operand";
+  return with_tiling(pr.tiling, [&](auto cfgs) {
+    return launch_bias_act<typename decltype(cfgs)::Plain, T, Out>(pr, num_sms, stream);
+  });
+}
+
+template <class T, class Out>
+std::string sm90_gemm_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  if (pr.bias != nullptr || pr.pre != nullptr || pr.activation != 0) {
+    if constexpr (kSm90BiasKernels<T, Out>)
+      return sm90_gemm_bias_launch<T, Out>(pr, num_sms, stream);
+    else
+      return std::string("no sm90 bias/activation kernel for ") + type_name<T>() +
+             " inputs with a " + type_name<Out>() +
+             " output (compiled: bfloat16 -> bfloat16 or float32, float16 -> float16 or float32)";
+  }
+  return with_tiling(pr.tiling, [&](auto cfgs) {
+    using C = decltype(cfgs);
+    return launch_plain_or_residual<typename C::Plain, typename C::Residual, T, Out>(pr, num_sms,
+                                                                                      stream);
+  });
 }
 
 }  // namespace jax_sm100::host

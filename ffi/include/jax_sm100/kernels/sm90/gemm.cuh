@@ -1,5 +1,7 @@
 // Persistent, warp-specialized sm_90a GEMM with an optional fused residual epilogue:
 //   D[b] = alpha * (A[b] @ B[b]) + beta * C[b]      (fp32 math, bf16/fp16 inputs)
+// or, for a GemmBiasConfig, the fused bias/activation epilogue (gemm_bias_epilogue.cuh):
+//   Z = alpha * (A[b] @ B[b]) + bias (per column),  D[b] = act(Z)  [, PRE[b] = Z]
 //
 // Roles (128 * (1 + NumWG) threads, one CTA per SM, __launch_bounds__(threads, 1)):
 //   warpgroup 0 (setmaxnreg.dec 40):
@@ -16,7 +18,9 @@
 // kernels stage D IN PLACE in the C chunk the epilogue-load warp brought in (each
 // thread overwrites exactly the C elements it read), so C needs no extra buffer; a C
 // stage is handed back to the load warp once the TMA store that reads it has finished
-// reading shared memory (cp.async.bulk.wait_group.read).
+// reading shared memory (cp.async.bulk.wait_group.read). Bias kernels stage through
+// the plain kernel's buffers (and a small bias slice per warpgroup): see
+// gemm_bias_epilogue.cuh. Parameters and configs: gemm_config.cuh.
 //
 // Operand layouts (the backward pass needs all four; no transposes are materialized):
 //   A: (M, K) row-major = K-major (trans_a = 0) or (K, M) = M-major (trans_a = 1);
@@ -49,6 +53,8 @@
 
 #include "jax_sm100/common/named_barrier.cuh"
 #include "jax_sm100/common/tile_scheduler.cuh"
+#include "jax_sm100/kernels/sm90/gemm_bias_epilogue.cuh"
+#include "jax_sm100/kernels/sm90/gemm_config.cuh"
 #include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
@@ -59,98 +65,6 @@
 #include "jax_sm100/ptx/sm90/wgmma.cuh"
 
 namespace jax_sm100::kernels::sm90 {
-
-/// Everything the kernel needs, passed by value as a __grid_constant__ parameter
-/// (the tensor maps must live in param/const space for TMA).
-struct GemmParams {
-  CUtensorMap tma_a;  ///< A: box {64, BLOCK_M} (K-major) or {64, 64} (M-major)
-  CUtensorMap tma_b;  ///< B: box {64, 64} (N-major) or {64, BLOCK_N} (K-major)
-  CUtensorMap tma_c;  ///< C (residual kernels only): box {EPI_N, 64}
-  CUtensorMap tma_d;  ///< D: box {EPI_N, 64}
-  int m, n, k;        ///< problem size per batch
-  int batch;          ///< batch count of D
-  int a_batched, b_batched, c_batched;  ///< 0: operand broadcast (TMA batch coordinate 0)
-  int trans_a, trans_b;                 ///< operand layouts, see the file comment
-  float alpha, beta;
-  TileOrder order;  ///< tile order over (batch, cluster rows, N tiles), made on the host
-};
-
-/// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
-/// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1>
-struct GemmConfig {
-  static constexpr int kBlockM = BM;
-  static constexpr int kBlockN = BN;
-  static constexpr int kBlockK = 64;  // 64 x 16-bit = 128 B = one swizzle row
-  static constexpr int kStages = Stages;
-  static constexpr int kCStages = CStages;
-  static constexpr bool kResidual = CStages > 0;
-  static constexpr int kNumWG = NumWG;            // consumer warpgroups
-  static constexpr int kCluster = Cluster;        // CTAs per cluster along M (B multicast)
-  static constexpr int kThreads = 128 * (1 + NumWG);
-  static constexpr int kNumConsumerWarps = 4 * NumWG;
-  static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
-  static constexpr int kWgN = NumWG / kWgM;       // ... along N
-  static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
-  static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
-
-  static_assert(NumWG == 1 || NumWG == 2, "one or two consumer warpgroups");
-  static_assert((BM == 64 || BM == 128) && BM / 64 <= NumWG, "BLOCK_M is 64 rows per warpgroup");
-  static_assert(kWgTileN == 64 || kWgTileN == 128 || kWgTileN == 256, "wgmma N per warpgroup");
-  static_assert(BN <= 256, "a TMA box dimension is at most 256");
-  static_assert(Cluster == 1 || (Cluster == 2 && BN % 128 == 0),
-                "cluster of 2: each CTA multicasts whole 64-wide (N-major) / 8-row blocks of B");
-  static_assert(CStages == 0 || CStages >= 2,
-                "residual: a C stage stays held until the next chunk's store is issued");
-
-  // Shared-memory carve-up (bytes from a 1024-aligned base).
-  static constexpr uint32_t kATileBytes = BM * kBlockK * 2;  // (BM, 64) 16-bit
-  static constexpr uint32_t kBTileBytes = BN * kBlockK * 2;  // (BN, 64) 16-bit
-  static constexpr uint32_t kPayloadBytes = Stages * (kATileBytes + kBTileBytes);
-  static constexpr uint32_t kDOffset = kPayloadBytes;
-  // Plain: (NumWG, kDBufs) D staging chunks; all chunks of a group are written, then
-  // stored together. Residual: D is staged in the C chunks (no D buffers).
-  static constexpr int kDBufs = CStages > 0 ? 0 : (kWgTileN >= 256 ? 4 : 2);
-  static constexpr uint32_t kDBytes = NumWG * kDBufs * kEpiTileBytes;
-  static constexpr uint32_t kCOffset = kDOffset + kDBytes;
-  static constexpr uint32_t kCBytes = CStages * NumWG * kEpiTileBytes;  // (CStages, NumWG)
-  static constexpr uint32_t kBarOffset = kCOffset + kCBytes;
-  static constexpr uint32_t kBarBytes = (2 * Stages + 2 * (CStages > 0 ? CStages : 1)) * 8;
-  /// Dynamic shared memory to request (with slack to align the base to 1024).
-  static constexpr uint32_t smem_bytes() { return kBarOffset + kBarBytes + 1024; }
-  static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
-};
-
-namespace detail {
-
-/// Byte offset of (row, byte) inside a [rows][128 B] tile with the 128B swizzle
-/// (16-byte chunk index XOR row % 8), matching TMA's CU_TENSOR_MAP_SWIZZLE_128B.
-__device__ __forceinline__ uint32_t swizzle128(uint32_t row, uint32_t byte) {
-  return row * 128u + ((((byte >> 4) ^ row) & 7u) << 4) + (byte & 15u);
-}
-
-template <class Out>
-struct Pack2;  // two consecutive output elements <-> two floats
-template <>
-struct Pack2<__nv_bfloat16> {
-  using Storage = __nv_bfloat162;
-  static __device__ __forceinline__ Storage pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
-  static __device__ __forceinline__ float2 unpack(Storage v) { return __bfloat1622float2(v); }
-};
-template <>
-struct Pack2<__half> {
-  using Storage = __half2;
-  static __device__ __forceinline__ Storage pack(float x, float y) { return __floats2half2_rn(x, y); }
-  static __device__ __forceinline__ float2 unpack(Storage v) { return __half22float2(v); }
-};
-template <>
-struct Pack2<float> {
-  using Storage = float2;
-  static __device__ __forceinline__ Storage pack(float x, float y) { return make_float2(x, y); }
-  static __device__ __forceinline__ float2 unpack(Storage v) { return v; }
-};
-
-}  // namespace detail
 
 /// Work on a landed stage before its wgmmas: none in the dense kernels. (The K-grouped
 /// kernel zeroes the rows of a group's last K block that belong to the next group.)
@@ -252,6 +166,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::tma_prefetch_descriptor(&p.tma_b);
     ptx::tma_prefetch_descriptor(&p.tma_d);
     if (Cfg::kResidual) ptx::tma_prefetch_descriptor(&p.tma_c);
+    if constexpr (Cfg::kBiasAct) {
+      if (p.has_pre) ptx::tma_prefetch_descriptor(&p.tma_pre);
+    }
   }
   __syncthreads();
   // The peer's barriers must be initialised before our multicasts / remote arrivals.
@@ -353,6 +270,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       sched.tile(t, b, mt, nt);
 #pragma unroll
       for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
+      BiasSlice<Cfg> bias;  // bias kernels: loaded now, used after the main loop
+      if constexpr (Cfg::kBiasAct) bias.load(p, nt * Cfg::kBlockN + wn * Cfg::kWgTileN, tid_wg);
 
       // wgmma imm-trans: A M-major = trans_a; B N-major = !trans_b.
       if (p.trans_a) {
@@ -369,6 +288,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int col0 = nt * Cfg::kBlockN + wn * Cfg::kWgTileN;
       const int zd = b;
       const uint32_t r_lo = warp_wg * 16 + lane / 4;  // fragment rows r_lo, r_lo + 8
+      if constexpr (Cfg::kBiasAct) {  // z = alpha*acc + bias, d = act(z) [, pre = z]
+        float* slice = reinterpret_cast<float*>(smem + Cfg::kBiasOffset) + w * Cfg::kWgTileN;
+        bias_act_epilogue<Cfg, Out>(p, acc, bias, slice, my_d, w, tid_wg, lane, row0, col0, zd);
+        continue;
+      }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         uint8_t* buf;

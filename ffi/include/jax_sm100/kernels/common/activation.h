@@ -1,0 +1,52 @@
+// The activations of the fused bias/activation epilogue, one definition for the GPU
+// epilogues and the CPU handlers (JAX_SM100_HD: __host__ __device__ under nvcc, inline
+// elsewhere). Computed in fp32 on the fp32 pre-activation z = acc + bias; the FFI
+// attribute `activation` carries the enum's value (jax_sm100/_bias.py mirrors it).
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "jax_sm100/pipeline/config.h"
+
+namespace jax_sm100::kernels {
+
+enum class Activation : int32_t {
+  kNone = 0,
+  kRelu = 1,
+  kGeluTanh = 2,  ///< 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))): jax.nn.gelu's default
+  kGeluErf = 3,   ///< 0.5 z (1 + erf(z / sqrt(2))): jax.nn.gelu(approximate=False)
+  kSilu = 4,      ///< z * sigmoid(z): jax.nn.silu
+};
+inline constexpr int32_t kNumActivations = 5;
+
+/// act(z) in fp32 (the library functions, not the fast-math intrinsics: the reference
+/// path computes the same functions in f32).
+template <Activation A>
+JAX_SM100_HD float apply_activation(float z) {
+  if constexpr (A == Activation::kRelu) {
+    return z > 0.f ? z : 0.f;
+  } else if constexpr (A == Activation::kGeluTanh) {
+    const float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+    return 0.5f * z * (1.f + tanhf(u));
+  } else if constexpr (A == Activation::kGeluErf) {
+    return 0.5f * z * (1.f + erff(z * 0.7071067811865476f));
+  } else if constexpr (A == Activation::kSilu) {
+    return z / (1.f + expf(-z));
+  } else {
+    return z;
+  }
+}
+
+/// apply_activation with the activation chosen at run time (host loops, tests).
+JAX_SM100_HD float apply_activation(Activation a, float z) {
+  switch (a) {
+    case Activation::kRelu: return apply_activation<Activation::kRelu>(z);
+    case Activation::kGeluTanh: return apply_activation<Activation::kGeluTanh>(z);
+    case Activation::kGeluErf: return apply_activation<Activation::kGeluErf>(z);
+    case Activation::kSilu: return apply_activation<Activation::kSilu>(z);
+    default: return z;
+  }
+}
+
+}  // namespace jax_sm100::kernels

@@ -1,0 +1,86 @@
+// CPU (XLA Host platform) handler of "jax_sm100_gemm_bias": the CUDA handler's contract
+// (ffi/src/gemm_bias_ffi.cu; validation in common/gemm_bias_problem.h) computed by plain
+// loops, for JAX_SM100_BACKEND=cpu_ffi. Correctness, not speed.
+//
+// Numerics (the kernel epilogue's): the products of bf16/f16 values are exact in fp32 and
+// accumulated in fp32 in K order; z = acc + bias[col] in fp32; pre = z and d = act(z)
+// (kernels/common/activation.h, the same function the GPU epilogue calls), each rounded
+// once (to nearest even) to d's dtype. K == 0: z = bias[col] (or 0). The tile attributes
+// are validated as on the GPU, then ignored.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/gemm_bias_problem.h"
+#include "cpu/numerics.h"
+#include "jax_sm100/kernels/common/activation.h"
+#include "targets.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+using jax_sm100::host::GemmProblem;
+using jax_sm100::kernels::Activation;
+
+/// One batch entry: each row's fp32 accumulators, then the epilogue per element.
+void run_batch(const GemmProblem& p, int64_t bi) {
+  using jax_sm100::cpu::load;
+  using jax_sm100::cpu::store;
+  const int64_t m = p.m, n = p.n, k = p.k;
+  const int64_t a_off = p.a_batched ? bi * m * k : 0;
+  const int64_t b_off = p.b_batched ? bi * k * n : 0;
+  const int64_t d_off = bi * m * n;
+  const Activation act = static_cast<Activation>(p.activation);
+  // B as fp32 (K, N), row-major, so that the inner loop runs over contiguous n.
+  std::vector<float> bk(static_cast<size_t>(k * n));
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      bk[kk * n + j] = load(p.b, b_off + (p.trans_b ? j * k + kk : kk * n + j), p.in_type);
+  std::vector<float> acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float av = load(p.a, a_off + (p.trans_a ? kk * m + i : i * k + kk), p.in_type);
+      const float* brow = &bk[kk * n];
+      for (int64_t j = 0; j < n; ++j) acc[j] += av * brow[j];  // exact product, fp32 sum
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float z = p.bias != nullptr ? acc[j] + p.bias[j] : acc[j];
+      if (p.pre != nullptr) store(p.pre, d_off + i * n + j, p.out_type, z);
+      store(p.d, d_off + i * n + j, p.out_type, jax_sm100::kernels::apply_activation(act, z));
+    }
+  }
+}
+
+ffi::Error gemm_bias_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer bias,
+                          ffi::Result<ffi::AnyBuffer> d, ffi::Result<ffi::AnyBuffer> pre,
+                          bool trans_a, bool trans_b, int32_t block_m, int32_t block_n,
+                          int32_t cluster_m, int32_t group_m, int32_t activation) {
+  GemmProblem pr{};
+  ffi::Error err = jax_sm100::host::validate_gemm_bias(
+      "jax_sm100_gemm_bias", a, b, bias, &(*d), &(*pre), trans_a, trans_b,
+      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m}, activation, &pr);
+  if (err.failure() || pr.empty()) return err;
+  // K == 0 needs no special case: the accumulators stay 0 and the epilogue still runs.
+  for (int64_t bi = 0; bi < pr.batch; ++bi) run_batch(pr, bi);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmBiasCpu, gemm_bias_impl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<bool>("trans_a")
+                                  .Attr<bool>("trans_b")
+                                  .Attr<int32_t>("block_m")
+                                  .Attr<int32_t>("block_n")
+                                  .Attr<int32_t>("cluster_m")
+                                  .Attr<int32_t>("group_m")
+                                  .Attr<int32_t>("activation"));
