@@ -34,6 +34,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from jax_sm100 import _dispatch_table
+from jax_sm100._tuning_tables import DEFAULT_SM_COUNT, HEURISTICS, SM_COUNTS
 from jax_sm100._util import cdiv
 
 __all__ = [
@@ -163,68 +164,8 @@ class Fp8Config:
 
 
 # ---------------------------------------------------------------------------
-# The heuristic table (data) and the SM count
+# The SM count (the heuristic table and SM counts are data: _tuning_tables.py)
 # ---------------------------------------------------------------------------
-
-HEURISTICS: dict[str, dict[str, Any]] = {
-    # Hopper (H100/H200). Measured on H200s; see docs/ for the runs behind each number.
-    "sm90": {
-        "gemm": {
-            # (block_m, block_n, efficiency guess). Estimated time of a tile shape =
-            # waves * tile area / efficiency (bigger tiles reuse shared-memory operands
-            # more); the lowest estimate wins, the first listed on a tie.
-            "tiles": ((128, 256, 1.00), (128, 128, 0.85), (64, 128, 0.60), (64, 64, 0.45)),
-            # 2-CTA clusters along M (B multicast) for these tile heights when the M tiles
-            # pair up evenly and there is more than one wave of tiles: +3-20% on
-            # multi-wave shapes, -8% on a single wave.
-            "cluster_m": {"size": 2, "block_m": (128,), "min_m_tiles": 2,
-                          "even_m_tiles": True, "more_tiles_than_sms": True},
-            "group_m": 8,
-        },
-        "fp8": {
-            # 128-row tiles 128 wide, or `narrow_block_n` wide when the 128x128 tiles
-            # would not fill every SM (decode-like shapes).
-            "block_n": 128,
-            "narrow_block_n": 64,
-            # Taller tiles (128-wide tiles only, M > 128, no residual) when their tiles
-            # still fill every SM: 256 rows, or 192 where its predicted tiling efficiency
-            # beats 256's by more than `tall_margin`.
-            "tall_block_m": 256,
-            "alt_block_m": 192,
-            "tall_margin": 1.02,
-            # Cluster per tile height: a pair along "m" (sharing B) when there are two M
-            # tiles, along "n" (sharing A) when there are two N tiles, or none.
-            "pair": {128: "m", 192: None, 256: "n"},
-            "group_m": 8,
-        },
-    },
-    # Blackwell (B200). Not measured: no Blackwell GPU was available to this project, so
-    # these are guesses from the kernel's structure, to be replaced by measurements.
-    "sm100": {
-        "gemm": {
-            # (block_m, block_n, efficiency guess) on one SM: the lowest estimated
-            # waves * tile area / efficiency wins, as on sm90 (so N <= 128 and small
-            # M*N, where 128x256 tiles would leave SMs idle, take 128x128).
-            "tiles": ((128, 256, 1.00), (128, 128, 0.85)),
-            # The 2-SM pair (one 256x256 UMMA over a cluster of two, B split across the
-            # pair) for 128x256 choices when M has at least min_m_tiles 128-row tiles
-            # and the pair tiles fill every SM at least once (pairs >= SMs / 2).
-            "pair": {"tiling": (128, 256, 2), "min_m_tiles": 2, "fill_sms": True},
-            "group_m": 8,
-        },
-        "fp8": {
-            # The sm_100a FP8 kernel has one form (SM100_FP8_TILINGS): every choice is it.
-            "tiling": (128, 128, 1, False),
-            "group_m": 8,
-        },
-    },
-}
-
-# SM counts by device kind (substring, first match), when the device does not report
-# its own (jax GPU devices expose `core_count`).
-SM_COUNTS = (("H100 PCIe", 114), ("H100", 132), ("H200", 132), ("H800", 132),
-             ("B200", 148))
-DEFAULT_SM_COUNT = 132
 
 
 def _device(device):
