@@ -6,6 +6,7 @@ Side by side in one process on one GPU, bf16, out = act(x @ w + b), for activati
 {none, relu, gelu (tanh), gelu_exact, silu}:
   fwd    fused   jax_sm100.matmul_bias(x, w, b, activation=a)
          plain   act(jax_sm100.matmul(x, w) + b): our plain GEMM, XLA's epilogue pass
+         biased  act(jax_sm100.matmul_bias(x, w, b)): the bias fused, the activation by XLA
          xla     act(jnp.dot(x, w) + b): XLA end to end (it may fuse into cuBLASLt)
   step   the layer's training step (out, dx, dw, db; the loss needs the forward output)
          for fused / plain / xla, activation gelu.
@@ -54,6 +55,7 @@ def forwards(act):
   f = JNP_ACT[act]
   return {"fused": lambda x, w, b, ct: jax_sm100.matmul_bias(x, w, b, activation=act),
           "plain": lambda x, w, b, ct: f(jax_sm100.matmul(x, w) + b),
+          "biased": lambda x, w, b, ct: f(jax_sm100.matmul_bias(x, w, b)),
           "xla": lambda x, w, b, ct: f(jnp.dot(x, w) + b)}
 
 
@@ -92,13 +94,14 @@ def bench(args, torch, log):
             row[f"{name}_gpu_s"] = gpu_time_jax(torch, fn, sets)
         for suffix in ("_s", "_gpu_s"):
           if f"fused{suffix}" in row:
-            for other in ("plain", "xla"):
+            for other in ("plain", "xla", "biased"):
               row[f"{'gpu_' if 'gpu' in suffix else ''}{other}/fused"] = (
                   row[f"{other}{suffix}"] / row[f"fused{suffix}"])
         rows.append(row)
         log(f"{column:4s} {m:5d}x{n:5d}x{k:5d} {row['activation']:10s} "
             + "  ".join(f"{r} {row[r]:.3f}" for r in ("plain/fused", "xla/fused",
-                                                      "gpu_plain/fused", "gpu_xla/fused") if r in row))
+                                                      "gpu_plain/fused", "gpu_xla/fused",
+                                                      "gpu_biased/fused") if r in row))
     del sets
   return rows
 
@@ -121,9 +124,10 @@ def main(argv=None):
   p.add_argument("--quick", action="store_true", help="two shapes, gelu and none")
   p.add_argument("--sets", type=int, default=6)
   p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--step-only", action="store_true", help="only the training-step rows")
   args = p.parse_args(argv)
   args.shapes = SHAPES[:2] if args.quick else SHAPES
-  args.acts = (None, "gelu") if args.quick else ACTS
+  args.acts = () if args.step_only else (None, "gelu") if args.quick else ACTS
   torch, why = _torch()
   log = lambda s: print(s, flush=True)  # noqa: E731
   dev = jax.devices()[0]
