@@ -6,7 +6,8 @@ output dtype. Paths, decided at trace time per product as for matmul: the kernel
 cpu_ffi runs the target's CPU handler), XLA's own dot followed by the same fp32 epilogue
 where the measured dispatch prefers XLA for the product's shape (the plain matmul's
 measurements), and the reference (jnp, the same formula) everywhere else: f32 inputs,
-sm100 (no sm_100a form of this epilogue), CPUs.
+CPUs. On sm100 the kernel (compiled, SASS-checked, emulated, self-tested on first use,
+never run on hardware here) runs once the gemm_bias family's self-test passed.
 
 Backward (custom_vjp). What the forward saves, per activation:
   * none: nothing beyond a and b (dz = g);
@@ -119,8 +120,8 @@ def matmul_bias(a, b, bias=None, *, activation=None, out_dtype=None):
     (..., M, N) in out_dtype: act(z) rounded once, z = a @ b + bias in float32.
 
   bf16/fp16 inputs run the sm90 kernel's fused epilogue (or XLA's dot with the same fp32
-  epilogue where the measured dispatch prefers XLA for the shape); everything else, sm100
-  included, the reference. Differentiable (reverse mode) in a, b and bias: the backward
+  epilogue where the measured dispatch prefers XLA for the shape), on sm100 the sm_100a
+  kernel once its first-use self-test passed; everything else the reference. Differentiable (reverse mode) in a, b and bias: the backward
   reuses the saved pre-activation for gelu/silu, the output for relu (module docstring).
   """
   a, b, out_shape = _matmul._validate_pair(OP, a, b)

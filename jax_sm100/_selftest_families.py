@@ -4,7 +4,8 @@ the float64 result with its tolerance (jax_sm100.selftest runs them).
 
 Families: gemm and gemm_residual (bf16/fp16 GEMM), fp8_gemm and fp8_gemm_residual (FP8
 blockwise GEMM), fp8_quantize (the two quantize targets), mxfp8 (MXFP8 block-scaled GEMM;
-its cases live in jax_sm100/_mxfp8.py). A new family adds an entry to FAMILIES and a
+its cases live in jax_sm100/_mxfp8.py), grouped_gemm (the M-grouped GEMM;
+jax_sm100/_selftest_grouped.py), gemm_bias (the fused bias/activation GEMM). A new family adds an entry to FAMILIES and a
 hook in its launch module (_selftest_guard.refusal).
 """
 from __future__ import annotations
@@ -413,3 +414,113 @@ FAMILIES["mxfp8"] = Family("mxfp8", (_mxfp8.TARGET,),
                            lambda tilings: _mxfp8.selftest_cases(Case, tilings),
                            _mxfp8.selftest_tilings, _mxfp8.selftest_kernel,
                            _mxfp8.selftest_reference, _mxfp8.selftest_expected)
+
+# ---------------------------------------------------------------------------
+# The fused bias/activation GEMM (jax_sm100_gemm_bias: matmul_bias's forward). A case is
+# z = op(a) @ op(b) + bias, d = act(z) (and pre = z, returned after d along the last
+# axis); the bias is b's first K row (fresh with the data, N(0, 1), f32).
+# ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class BiasCase(Case):
+  """A bias/activation case: `activation` a canonical name (_activations.CODES)."""
+  activation: str = "none"
+  has_bias: bool = True
+  want_pre: bool = False
+
+  def shapes(self) -> str:
+    return (super().shapes() + f", {self.activation}" + (" + bias" if self.has_bias else "")
+            + (", pre" if self.want_pre else ""))
+
+
+_BIAS_DTYPES = (("bfloat16", "bfloat16"), ("float16", "float32"), ("bfloat16", "float32"),
+                ("float16", "float16"))  # the pairs the bias kernels are compiled for
+
+
+def _bias_cases(family: str, tilings: tuple) -> list:
+  """Every activation on every tiling, bias and pre on and off in rotation, the shapes,
+  dtypes and layouts of the gemm family rotated."""
+  from jax_sm100 import _activations
+  out = []
+  for ti, tiling in enumerate(tilings):
+    for ai, act in enumerate(_activations.CODES):
+      i = ti * len(_activations.CODES) + ai
+      ta, tb = _LAYOUTS[i % len(_LAYOUTS)]
+      din, dout = _BIAS_DTYPES[(ai + 2 * ti) % len(_BIAS_DTYPES)]
+      m, n, k = _SHAPES[(ai + ti) % len(_SHAPES)]
+      a, b = _stored(m, n, k, ta, tb)
+      out.append(BiasCase(family, tiling, ta, tb, din, dout, a, b, activation=act,
+                          has_bias=(i % 3) != 2, want_pre=(i % 2) == 0))
+  return out
+
+
+def _case_bias(case: BiasCase, b):
+  """The case's bias, f32 (N,), or None: b's first K row."""
+  if not case.has_bias:
+    return None
+  row = b[:, 0] if case.trans_b else b[0, :]
+  return jnp.asarray(row).astype(jnp.float32)
+
+
+def _bias_kernel(case: BiasCase, a, b, c):
+  from jax_sm100._launch import bias as _launch_bias
+  settings = tuning.Settings(gemm=tuning.GemmConfig(*case.tiling))
+  out = np.dtype(jnp.dtype(case.out_dtype))
+  fn = _launch_bias._kernel(case.trans_a, case.trans_b, case.activation, case.want_pre, out,
+                            settings)
+  bias = _case_bias(case, b)
+  bias = jnp.zeros((0,), jnp.float32) if bias is None else bias
+  d, pre = jax.jit(fn)(a, b, bias)
+  return jnp.concatenate([d, pre], axis=-1) if case.want_pre else d
+
+
+def _bias_reference(case: BiasCase, a, b, c):
+  from jax_sm100 import _activations
+  d, pre = jax.jit(lambda a, b, bias: _activations.reference(
+      a, b, bias, case.trans_a, case.trans_b, case.activation, jnp.dtype(case.out_dtype),
+      case.want_pre))(a, b, _case_bias(case, b))
+  return jnp.concatenate([d, pre], axis=-1) if case.want_pre else d
+
+
+def _act64(name: str, z):
+  if name == "relu":
+    return np.maximum(z, 0.0)
+  if name == "gelu_tanh":
+    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+  if name == "gelu_erf":
+    return 0.5 * z * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
+  if name == "silu":
+    return z / (1.0 + np.exp(-z))
+  return z
+
+
+def _bias_expected(case: BiasCase, a, b, c):
+  """(float64 result, scalar tolerance): one unit in the last place of the output at the
+  largest |z|, plus _gemm_expected's bound on the fp32 accumulation and the fp32 rounding
+  of the bias add, times 1.13 (the largest |act'|), plus 4 fp32 ulps of the largest |z|
+  (the fp32 activation). A bias one column off, pre taken after the activation or the
+  activation applied twice is O(0.1) or more (the data is N(0, 1))."""
+  a64, b64 = a.astype(np.float64), b.astype(np.float64)
+  if case.trans_a:
+    a64 = np.swapaxes(a64, -1, -2)
+  if case.trans_b:
+    b64 = np.swapaxes(b64, -1, -2)
+  z = a64 @ b64
+  bias = _case_bias(case, b)
+  if bias is not None:
+    z = z + np.asarray(bias, np.float64)
+  zmax = float(np.abs(z).max())
+  acc = 8.0 * math.sqrt(max(case.k, 1)) * 2.0**-24 * float((np.abs(a64) @ np.abs(b64)).max())
+  tol = (2.0 * _UNIT_ROUNDOFF[case.out_dtype] * zmax + 1.13 * (acc + 2.0**-23 * zmax)
+         + 4.0 * 2.0**-24 * zmax + 1e-30)
+  d = _act64(case.activation, z)
+  return (np.concatenate([d, z], axis=-1) if case.want_pre else d), tol
+
+
+FAMILIES["gemm_bias"] = Family("gemm_bias", ("jax_sm100_gemm_bias",),
+                               lambda tilings: _bias_cases("gemm_bias", tilings),
+                               _gemm_tilings, _bias_kernel, _bias_reference, _bias_expected)
+
+
+# The grouped family lives in its own module; importing it registers it.
+from jax_sm100 import _selftest_grouped  # noqa: E402,F401

@@ -1,8 +1,8 @@
 """The first-use guard of kernels never run on hardware by this project.
 
 On a backend in _backend.UNPROVEN_BACKENDS (sm100), the first time an op is about to be
-traced into a kernel of a family (jax_sm100.selftest.FAMILIES: gemm, gemm_residual), the
-family's known-answer cases run on the device, eagerly, even under jax.jit / vmap / grad
+traced into a kernel of a family (jax_sm100.selftest.FAMILIES: gemm, gemm_residual,
+fp8_gemm, ...), the family's known-answer cases run on the device, eagerly, even under jax.jit / vmap / grad
 tracing (jax.ensure_compile_time_eval, concrete arrays). The result is kept for the
 process per (device kind, backend, family). A family that fails (a wrong number, a NaN,
 an exception such as a kernel trap) warns with jax_sm100.selftest.SelfTestFailure and an

@@ -6,7 +6,9 @@ Tolerances come from the numerics contract: z = a @ b accumulated in fp32 (error
 2 (K+1) 2^-24 (|a| @ |b| + |bias|)), act(z) in fp32 (|act'| <= 1.2, so that error carries
 over), then one rounding to the output dtype (u_out |ref|).
 """
+import dataclasses
 import math
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -16,12 +18,13 @@ import scipy.special
 from jax.test_util import check_grads
 
 import jax_sm100
-from jax_sm100 import _backend, _ffi_registry, tuning
+from jax_sm100 import _backend, _ffi_registry, _selftest_guard, tuning
 from jax_sm100._launch import bias as launch_bias
 from conftest import UNIT_ROUNDOFF, f64, random_array
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 TARGET = "jax_sm100_gemm_bias"
+TARGETS_H = pathlib.Path(__file__).resolve().parents[1] / "ffi" / "src" / "targets.h"
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
 # (a shape, b shape): odd sizes (1, 7, 130, 257), batched a with 2-D b (folded into M),
 # both batched, broadcast batch dims, 2-D a with batched b.
@@ -350,15 +353,66 @@ def test_disabled_target_takes_the_reference(rng, cpu_ffi, monkeypatch):
   check_forward(f(a, b), a, b, jnp.ones(16, F32), "relu", BF16)
 
 
-def test_sm100_has_no_kernel_for_the_target_and_takes_the_reference(rng):
-  # targets.h marks the target false: a Blackwell context never launches it.
-  assert TARGET not in _ffi_registry.sm100_targets()
-  ctx = _backend.Context("sm100", frozenset(_ffi_registry.sm100_targets()))
-  assert not ctx.can_call(TARGET)
+def _bias_family_result(passed):
+  return _selftest_guard.FamilyResult("gemm_bias", "sm100", "fake", passed, (), 0,
+                                      None if passed else "gemm_bias self-test failed (planted)")
+
+
+def test_sm100_runs_the_kernel_behind_the_selftest(rng, monkeypatch):
+  """targets.h marks the target's sm_100a kernel: a Blackwell context launches it once the
+  gemm_bias family's first-use self-test passed (stubbed here: tracing only), and takes
+  the reference when it failed."""
+  row = [l for l in TARGETS_H.read_text().splitlines() if f'X("{TARGET}"' in l]
+  assert len(row) == 1 and row[0].rstrip(" \\").endswith("true)"), row
+  if _ffi_registry.sm100_targets():  # a build with sm_100a code reports it too
+    assert TARGET in _ffi_registry.sm100_targets()
+  ctx = _backend.Context("sm100", frozenset({"jax_sm100_gemm", TARGET}))
+  assert ctx.can_call(TARGET)
   a, b = random_array(rng, (8, 24), BF16), random_array(rng, (24, 16), BF16)
-  jaxpr = jax.make_jaxpr(lambda a, b: launch_bias.gemm_bias(ctx, a, b, None, False, False,
-                                                            "silu", False, BF16))(a, b)
-  assert "ffi_call" not in str(jaxpr)
+  def jaxpr():  # a fresh function per trace: nothing cached
+    return str(jax.make_jaxpr(lambda a, b: launch_bias.gemm_bias(
+        ctx, a, b, jnp.ones(16, F32), False, False, "silu", False, BF16))(a, b))
+
+  asked = []
+  monkeypatch.setattr(_selftest_guard, "_enabled", True)
+  monkeypatch.setattr(_selftest_guard, "ensure",
+                      lambda family, backend: asked.append((family, backend))
+                      or _bias_family_result(True))
+  assert "ffi_call" in jaxpr()
+  assert asked == [("gemm_bias", "sm100")]
+  monkeypatch.setattr(_selftest_guard, "ensure",
+                      lambda family, backend: _bias_family_result(False))
+  jax.clear_caches()
+  assert "ffi_call" not in jaxpr()
+  # The mixed pairs have no kernel on any backend.
+  assert launch_bias.why_not_kernel(ctx, a, b, np.dtype(F16)) is not None
+
+
+def test_gemm_bias_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
+  """The gemm_bias family's known-answer cases (what a Blackwell GPU runs on first use):
+  every activation on every sm100 tiling, with and without bias and pre, pass through the
+  launch layer on the target's CPU handler; a planted fault (the wrong activation) fails
+  every case with an f16 or f32 output (a bf16 output's ulp at the largest |z| can hide
+  the gap between two activations) and at least one case of every activation."""
+  from jax_sm100 import _activations, selftest
+  cases = selftest.cases("gemm_bias", "sm100")
+  assert {(c.tiling, c.activation) for c in cases} == {
+      (t, act) for t in tuning.SM100_GEMM_TILINGS for act in _activations.CODES}
+  assert {c.has_bias for c in cases} == {True, False} == {c.want_pre for c in cases}
+  assert {(c.trans_a, c.trans_b) for c in cases} == {(x, y) for x in (0, 1) for y in (0, 1)}
+  seed = int(np.random.default_rng().integers(2**31))
+  results = selftest.run_family("gemm_bias", "sm100", seed=seed, path="kernel")
+  assert len(results) == len(cases) and all(r.passed for r in results), [
+      (r.case.describe(), r.max_abs_err, r.tol, r.error) for r in results if not r.passed]
+  real = selftest.launch_kernel
+  wrong = {"none": "relu", "relu": "none", "gelu_tanh": "silu", "gelu_erf": "relu",
+           "silu": "gelu_erf"}
+  monkeypatch.setattr(selftest, "launch_kernel", lambda case, a, b, c: real(
+      dataclasses.replace(case, activation=wrong[case.activation]), a, b, c))
+  results = selftest.run_family("gemm_bias", "sm100", seed=seed, path="kernel")
+  missed = [r.case for r in results if r.passed]
+  assert not [c.describe() for c in missed if c.out_dtype != "bfloat16"]
+  assert {r.case.activation for r in results if not r.passed} == set(_activations.CODES)
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from jax import lax
 
 import jax_sm100
 from jax_sm100 import _backend, _ffi_registry, _tuning_grouped, tuning
+from jax_sm100 import _selftest_guard
 from conftest import assert_matmul_close, f64, np_dequantize, np_quantize_f32, random_array
 
 BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
@@ -338,6 +339,41 @@ def test_sm90_lowers_to_the_kernels_and_sm100_to_the_reference(rng, fake_sm90, m
   assert GROUPED not in text and KGROUPED not in text
   rep = tuning.explain(lambda l, r: jax_sm100.ragged_dot(l, r, gs), lhs, rhs)
   assert any("no sm_100a kernel" in d.why for d in rep), str(rep)
+
+
+def _family_result(passed):
+  return _selftest_guard.FamilyResult("grouped_gemm", "sm100", "fake", passed, (), 0,
+                                      None if passed else "grouped_gemm self-test failed (planted)")
+
+
+def test_sm100_grouped_kernel_behind_the_selftest(rng, fake_sm90, monkeypatch):
+  """On sm100 the M-grouped target has an sm_100a kernel (forward and lhs gradient), run
+  once its family's first-use self-test passed (stubbed: lowering only); a failed
+  self-test sends it to the reference. The K-grouped target has no sm_100a kernel."""
+  lhs, rhs = operands(rng, 64, 32, 16, 2)
+  gs = jnp.asarray([30, 20], jnp.int32)
+  f = jax.grad(lambda l, r: jnp.sum(jax_sm100.ragged_dot(l, r, gs).astype(F32)), (0, 1))
+  monkeypatch.setattr(_backend, "_device_backend", lambda: "sm100")
+  monkeypatch.setattr(_ffi_registry, "sm100_targets",
+                      lambda: frozenset({"jax_sm100_gemm", GROUPED}))
+  asked = []
+  monkeypatch.setattr(_selftest_guard, "ensure",
+                      lambda family, backend: asked.append(family) or _family_result(True))
+  jax.clear_caches()
+  text = jax.jit(f).lower(lhs, rhs).as_text()
+  assert GROUPED in text and KGROUPED not in text  # dlhs (the forward is dead in a grad)
+  fwd = jax.jit(lambda l, r: jax_sm100.ragged_dot(l, r, gs)).lower(lhs, rhs).as_text()
+  assert GROUPED in fwd
+  assert set(asked) == {"grouped_gemm"}
+  rep = tuning.explain(f, lhs, rhs)
+  assert any(d.target == GROUPED and d.path == "kernel" for d in rep), str(rep)
+  assert any(d.target == KGROUPED and "no sm_100a kernel" in d.why for d in rep), str(rep)
+  monkeypatch.setattr(_selftest_guard, "ensure", lambda family, backend: _family_result(False))
+  jax.clear_caches()
+  text = jax.jit(f).lower(lhs, rhs).as_text()
+  assert GROUPED not in text
+  rep = tuning.explain(lambda l, r: jax_sm100.ragged_dot(l, r, gs), lhs, rhs)
+  assert any(d.target == GROUPED and "planted" in d.why for d in rep), str(rep)
 
 
 def test_grouped_config_contract():

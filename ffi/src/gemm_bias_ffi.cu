@@ -14,9 +14,11 @@
 // pre = round(z); d = round(act(z)), rounded once to d's dtype. K == 0: z = bias[col].
 //
 // Dispatch: compute capability 9.0 -> the sm90 GEMM (sm90/gemm_launch.h), whose epilogue
-// reads GemmProblem's bias, pre and activation. There is no sm_100a form of this epilogue
-// (targets.h marks the target false, so the Python layer never sends a call there); any
-// other capability, 10.0 included, returns kUnimplemented naming the target.
+// reads GemmProblem's bias, pre and activation; 10.0 (when the build holds sm_100a code)
+// -> the sm100 GEMM (sm100/gemm_launch.h), whose launch sends such a problem to its
+// bias/activation kernels (kernels/sm100/gemm_bias_roles.h: compiled, SASS-checked,
+// emulated, self-tested on first use, never run on hardware here); any other capability
+// returns kUnimplemented naming the target.
 //
 // Graph safety (kCmdBufferCompatible): as jax_sm100_gemm, no allocation, no host sync.
 #include <cuda_bf16.h>
@@ -31,6 +33,7 @@
 #include "common/ffi_util.h"
 #include "common/gemm_bias_problem.h"
 #include "jax_sm100/kernels/common/activation.h"
+#include "sm100/gemm_launch.h"
 #include "sm90/gemm_launch.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -102,6 +105,31 @@ ffi::Error run_sm90(const GemmProblem& pr, const DeviceInfo& dev, cudaStream_t s
 }
 #endif
 
+#if JAX_SM100_HAS_SM100
+template <class T>
+std::string sm100_launch_for_out(const GemmProblem& pr, cudaStream_t stream) {
+  using jax_sm100::host::sm100_gemm_launch;
+  switch (pr.out_type) {
+    case GemmDtype::kBF16: return sm100_gemm_launch<T, __nv_bfloat16>(pr, stream);
+    case GemmDtype::kF16: return sm100_gemm_launch<T, __half>(pr, stream);
+    case GemmDtype::kF32: return sm100_gemm_launch<T, float>(pr, stream);
+  }
+  return "unsupported output type";
+}
+
+/// The sm_100a path (compute capability 10.0): the tiling must be one the sm100 kernel
+/// has; the K == 0 fill, else the bias/activation kernel of pr.tiling and pr.activation.
+ffi::Error run_sm100(const GemmProblem& pr, const DeviceInfo& dev, cudaStream_t stream) {
+  const std::string bad = jax_sm100::host::check_sm100_gemm_tiling(pr.tiling);
+  if (!bad.empty()) return ffi::Error::InvalidArgument(std::string(kName) + ": " + bad);
+  if (pr.k == 0) return fill_without_product(pr, dev.num_sms, stream);
+  const std::string err = pr.in_type == GemmDtype::kBF16 ? sm100_launch_for_out<__nv_bfloat16>(pr, stream)
+                                                         : sm100_launch_for_out<__half>(pr, stream);
+  if (!err.empty()) return ffi::Error::Internal(std::string(kName) + ": " + err);
+  return ffi::Error::Success();
+}
+#endif
+
 ffi::Error gemm_bias_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                           ffi::AnyBuffer bias, ffi::Result<ffi::AnyBuffer> d,
                           ffi::Result<ffi::AnyBuffer> pre, bool trans_a, bool trans_b,
@@ -119,9 +147,12 @@ ffi::Error gemm_bias_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
 #if JAX_SM100_HAS_SM90
     case 90: return run_sm90(pr, dev, stream);
 #endif
+#if JAX_SM100_HAS_SM100
+    case 100: return run_sm100(pr, dev, stream);
+#endif
     default:
-      // No sm_100a (or other) form of the bias/activation epilogue: the Python layer takes
-      // its reference path on every backend but sm90 (targets.h marks no sm100 kernel).
+      // No form of the bias/activation epilogue for this architecture: the Python layer
+      // takes its reference path there.
       return jax_sm100::host::no_kernel_for_arch(kName, dev.cc_major, dev.cc_minor);
   }
 }

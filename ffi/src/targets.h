@@ -18,13 +18,13 @@
 #define JAX_SM100_FFI_TARGETS(X)                                                           \
   X("jax_sm100_gemm", JaxSm100Gemm, JaxSm100GemmCpu, true)                                 \
   X("jax_sm100_gemm_residual", JaxSm100GemmResidual, JaxSm100GemmResidualCpu, true)        \
-  X("jax_sm100_gemm_bias", JaxSm100GemmBias, JaxSm100GemmBiasCpu, false)                   \
+  X("jax_sm100_gemm_bias", JaxSm100GemmBias, JaxSm100GemmBiasCpu, true)                    \
   X("jax_sm100_fp8_gemm", JaxSm100Fp8Gemm, JaxSm100Fp8GemmCpu, true)                       \
   X("jax_sm100_fp8_gemm_residual", JaxSm100Fp8GemmResidual, JaxSm100Fp8GemmResidualCpu,    \
     true)                                                                                  \
   X("jax_sm100_quantize_fp8", JaxSm100QuantizeFp8, JaxSm100QuantizeFp8Cpu, true)           \
   X("jax_sm100_mxfp8_gemm", JaxSm100Mxfp8Gemm, JaxSm100Mxfp8GemmCpu, true)                 \
-  X("jax_sm100_grouped_gemm", JaxSm100GroupedGemm, JaxSm100GroupedGemmCpu, false)          \
+  X("jax_sm100_grouped_gemm", JaxSm100GroupedGemm, JaxSm100GroupedGemmCpu, true)           \
   X("jax_sm100_kgrouped_gemm", JaxSm100KGroupedGemm, JaxSm100KGroupedGemmCpu, false)       \
   X("jax_sm100_fp8_grouped_gemm", JaxSm100Fp8GroupedGemm, JaxSm100Fp8GroupedGemmCpu, false) \
   X("jax_sm100_quantize_fp8_dual", JaxSm100QuantizeFp8Dual, JaxSm100QuantizeFp8DualCpu, true)

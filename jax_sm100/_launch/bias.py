@@ -17,8 +17,8 @@ the attribute `activation` (jax_sm100._activations.CODES).
   * Partitioning: batch, M and N shard with no communication (the bias with N). K stays
     whole: act(sum of partial products) is not the sum of act(partials), so a K-sharded
     operand is gathered before the launch (visible in the HLO).
-  * Backends without a kernel for the target (sm100: targets.h marks none) take the
-    reference; so do dtypes / shapes the kernel does not take (why_not_kernel: the plain
+  * Backends without a kernel for the target take the reference (sm100 has one, run once
+    the gemm_bias family's first-use self-test passed: gemm.why_not_kernel's guard); so do dtypes / shapes the kernel does not take (why_not_kernel: the plain
     GEMM's limits, and an output of the input dtype or float32).
 """
 from __future__ import annotations

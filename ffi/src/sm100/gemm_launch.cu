@@ -1,14 +1,16 @@
 // The sm_100a GEMM launcher and its instantiations (3 tilings x 2 input x 3 output types).
 // Builds the launch from the CUDA-free plan (kernels/sm100/gemm_plan.h) that the CPU
-// emulator also runs, encodes its tensor maps and launches one cluster per tile.
+// emulator also runs, encodes its tensor maps and launches one cluster per tile. A
+// problem with a bias, pre or an activation goes to the bias/activation kernels
+// (gemm_bias_inst_impl.h, instantiated in gemm_bias_inst_<in>_<out>.cu).
 #include "sm100/gemm_launch.h"
 
 #include <cuda.h>
 
 #include "common/launch.h"
-#include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/gemm.cuh"
 #include "jax_sm100/kernels/sm100/gemm_plan.h"
+#include "sm100/gemm_bias_inst_impl.h"
 
 namespace jax_sm100::host {
 
@@ -28,52 +30,11 @@ std::string check_sm100_gemm_tiling(const GemmTiling& t) {
 
 namespace {
 
-template <class X>
-CUtensorMapDataType map_dtype() {
-  if constexpr (std::is_same_v<X, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  else if constexpr (std::is_same_v<X, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
-
-/// MapSpec -> CUtensorMap through the one encoder (common/tensor_map.h).
-template <class X>
-std::string encode(const ks::MapSpec& s, CUtensorMap* map) {
-  TensorMapSpec t;
-  t.base = s.base;
-  t.dtype = map_dtype<X>();
-  t.elem_bytes = s.elem_bytes;
-  t.rank = 3;
-  t.inner = s.inner;
-  t.outer = s.outer;
-  t.batch = s.batch;
-  t.row_pitch_bytes = s.row_pitch;
-  t.box_inner = s.box_inner;
-  t.box_outer = s.box_outer;
-  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  return encode_tensor_map(map, t);
-}
+using sm100_detail::encode;
 
 template <class Cfg, class T, class Out>
 std::string launch(const GemmProblem& pr, cudaStream_t stream) {
-  ks::GemmShape g;
-  g.a = pr.a;
-  g.b = pr.b;
-  g.c = pr.c;
-  g.d = pr.d;
-  g.in_bytes = 2;
-  g.out_bytes = sizeof(Out);
-  g.m = pr.m;
-  g.n = pr.n;
-  g.k = pr.k;
-  g.batch = pr.batch;
-  g.a_batched = pr.a_batched;
-  g.b_batched = pr.b_batched;
-  g.c_batched = pr.c_batched;
-  g.trans_a = pr.trans_a;
-  g.trans_b = pr.trans_b;
-  g.alpha = pr.alpha;
-  g.beta = pr.beta;
-  g.group_m = pr.tiling.group_m;
+  const ks::GemmShape g = sm100_detail::gemm_shape<Out>(pr);
   std::string err;
   const ks::GemmPlan plan = ks::plan_gemm<Cfg>(g, &err);
   if (!err.empty()) return err;
@@ -94,6 +55,13 @@ std::string launch(const GemmProblem& pr, cudaStream_t stream) {
 
 template <class T, class Out>
 std::string sm100_gemm_launch(const GemmProblem& pr, cudaStream_t stream) {
+  if (pr.bias != nullptr || pr.pre != nullptr || pr.activation != 0) {
+    if constexpr (kSm100BiasKernels<T, Out>)
+      return sm100_gemm_bias_launch<T, Out>(pr, stream);
+    else
+      return "no sm100 bias/activation kernel for these input and output types (compiled: "
+             "bfloat16 -> bfloat16 or float32, float16 -> float16 or float32)";
+  }
   const std::string bad = check_sm100_gemm_tiling(pr.tiling);
   if (!bad.empty()) return bad;
   if (pr.tiling.block_n == 128) return launch<ks::GemmConfig<128, 1>, T, Out>(pr, stream);

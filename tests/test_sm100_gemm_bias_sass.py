@@ -1,0 +1,161 @@
+"""SASS checks of the sm_100a bias/activation GEMM (ffi/src/sm100/gemm_bias_inst_*.cu): no
+machine here runs it, so the machine code itself is inspected.
+
+1. The four launch units compiled here for sm_100a (nvcc -cubin) and, where the installed
+   extension holds sm_100a code, the shipped kernels: every instantiation of
+   sm100_gemm_bias_kernel (3 tilings x 5 activations x 4 type pairs = 60) holds the
+   kind::f16 UMMA (UTCHMMA; .2CTA for the pair, never mixed), the commit (UTCBAR), the TMEM
+   load (LDTM), TMA load and store (UTMALDG, UTMASTG: at least two store sites, d and pre),
+   the CLC try_cancel (UGETNEXTWORKID) and the bias load (LDG), and is not a trap stub.
+   Per activation: relu adds FMNMX and gelu / silu add MUFU (exp / tanh) over the same
+   tiling and types' kernel without an activation.
+2. ptxas's usage of each instantiation: registers within budget, no stack, no local
+   memory (no spills).
+
+The instruction names are pinned by the probes of tests/test_sm100_sass.py; the parsing and
+the stub / budget definitions are theirs.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_sm100_sass import (
+    SASS_CLC_TRY_CANCEL, SASS_TMA_LOAD, SASS_TMA_STORE, SASS_TMEM_LOAD, SASS_UMMA,
+    SASS_UMMA_COMMIT, _base, _cuobjdump, _demangle, _extension_sass, _ffi, _need_arch, _tool,
+    budget_problems, cta_group_problems, has, is_stub, parse_res_usage, parse_sass)
+
+REPO = Path(__file__).resolve().parents[1]
+UNITS = sorted((REPO / "ffi" / "src" / "sm100").glob("gemm_bias_inst_*.cu"))
+KERNEL = "sm100_gemm_bias_kernel"
+INSTANTIATIONS = 60
+REQUIRED = {
+    "tcgen05.mma.kind::f16": SASS_UMMA,
+    "tcgen05.commit": SASS_UMMA_COMMIT,
+    "tcgen05.ld": SASS_TMEM_LOAD,
+    "TMA load": SASS_TMA_LOAD,
+    "TMA store": SASS_TMA_STORE,
+    "clusterlaunchcontrol.try_cancel": SASS_CLC_TRY_CANCEL,
+    "bias load": "LDG",
+}
+# kernels::Activation's value in the mangled name: ...ActivationE<value>E...
+_ACT = re.compile(r"ActivationE(\d)E")
+RELU, TRANSCENDENTAL = {1}, {2, 3, 4}
+TARGET = "jax_sm100_gemm_bias"
+
+
+def _activation(name):
+  m = _ACT.search(name)
+  return int(m.group(1)) if m else None
+
+
+def bias_problems(kernels):
+  """What keeps each of `kernels` ({name: mnemonics}) from being the sm_100a bias GEMM."""
+  problems = []
+  plain = {_ACT.sub("", _base(n)): body for n, body in kernels.items() if _activation(n) == 0}
+  for name, body in sorted(kernels.items()):
+    if is_stub(body):
+      problems.append(f"{name}: trap stub {body[:4]}")
+      continue
+    lacking = [what for what, family in REQUIRED.items() if not has(body, family)]
+    if lacking:
+      problems.append(f"{name}: no {', '.join(lacking)}")
+    if sum(has([m], SASS_TMA_STORE) for m in body) < 2:
+      problems.append(f"{name}: one TMA store site (d and pre need two)")
+    act, base = _activation(name), plain.get(_ACT.sub("", _base(name)))
+    if act is None:
+      problems.append(f"{name}: no activation in the name")
+    elif base is not None and act in RELU and not has(body, "FMNMX"):
+      problems.append(f"{name}: relu without FMNMX")
+    elif base is not None and act in TRANSCENDENTAL and (
+        sum(has([m], "MUFU") for m in body) <= sum(has([m], "MUFU") for m in base)):
+      problems.append(f"{name}: no MUFU beyond the kernel without an activation")
+  return problems + cta_group_problems(kernels)
+
+
+def _jax_ffi_include():
+  jax = pytest.importorskip("jax")
+  return jax.ffi.include_dir()
+
+
+@pytest.fixture(scope="module")
+def unit_cubins(tmp_path_factory):
+  nvcc = _tool("nvcc")
+  if nvcc is None:
+    pytest.skip("nvcc not available: cannot compile the sm_100a launch units")
+  assert len(UNITS) == 4, UNITS
+  out_dir = tmp_path_factory.mktemp("bias_sass")
+  cubins = []
+  for unit in UNITS:
+    cubin = out_dir / (unit.stem + ".cubin")
+    cmd = [nvcc, "-std=c++17", "-cubin", "-gencode", "arch=compute_100a,code=sm_100a",
+           "--expt-relaxed-constexpr", "-I", str(REPO / "ffi" / "include"), "-I",
+           str(REPO / "ffi" / "src"), "-I", _jax_ffi_include(), "-DJAX_SM100_WITH_CUDA=1",
+           "-DJAX_SM100_HAS_SM100=1", "-o", str(cubin), str(unit)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, f"nvcc failed on {unit.name}:\n{out.stderr[-4000:]}"
+    cubins.append(cubin)
+  return cubins
+
+
+def _check(kernels, usage, capsys, where):
+  assert len({_base(n) for n in kernels}) == INSTANTIATIONS, sorted(kernels)
+  assert {_activation(n) for n in kernels} == {0, 1, 2, 3, 4}
+  problems = bias_problems(kernels)
+  assert not problems, "\n".join(problems)
+  names = sorted({_base(n) for n in kernels})
+  missing = [n for n in names if n not in usage]
+  assert not missing, f"no -res-usage entry for {missing}"
+  pretty = _demangle(names)
+  with capsys.disabled():
+    print(f"\n  ptxas usage of the sm_100a {KERNEL} instantiations ({where}):")
+    print(f"  {'REG':>4} {'SHARED':>7} {'STACK':>5} {'LOCAL':>5}  kernel")
+    for n in names:
+      u = usage[n]
+      print(f"  {u.get('REG', -1):>4} {u.get('SHARED', -1):>7} {u.get('STACK', -1):>5} "
+            f"{u.get('LOCAL', -1):>5}  {pretty[n]}")
+  over = budget_problems({pretty[n]: usage[n] for n in names})
+  assert not over, "over budget:\n" + "\n".join(over)
+  spilled = [pretty[n] for n in names if usage[n].get("STACK", 0) or usage[n].get("LOCAL", 0)]
+  assert not spilled, f"stack / local memory (spills) in {spilled}"
+
+
+def test_bias_check_rejects():
+  """The check passes on bodies holding every required instruction and fails on a stub,
+  without each requirement, with one store site, and with an activation that adds nothing."""
+  full = ["UTCHMMA", "UTCBAR", "LDTM.x16", "UTMALDG.3D", "UTMASTG.3D", "UTMASTG.3D",
+          "UGETNEXTWORKID.SELFCAST", "LDG.E"]
+  k = lambda act: f"_Z...GemmConfigILi128ELi1EEE6__halfS5_LNS0_10ActivationE{act}EEEv"
+  good = {k(0): full + ["MUFU.EX2"], k(1): full + ["FMNMX", "MUFU.EX2"],
+          k(2): full + ["MUFU.EX2", "MUFU.EX2"]}
+  assert bias_problems(good) == []
+  assert "trap stub" in bias_problems({k(0): ["LDC", "BPT.TRAP", "BRA", "NOP"]})[0]
+  for what, family in REQUIRED.items():
+    problems = bias_problems({k(0): [m for m in full if not has([m], family)]})
+    assert problems and what in problems[0], (what, problems)
+  assert bias_problems({k(0): full[:4] + full[5:]})
+  assert bias_problems({**good, k(1): full + ["MUFU.EX2"]})
+  assert bias_problems({**good, k(2): full + ["FMNMX", "MUFU.EX2"]})
+
+
+def test_sm100_gemm_bias_units_sass(unit_cubins, capsys):
+  kernels, usage = {}, {}
+  for cubin in unit_cubins:
+    kernels.update({n: b for n, b in parse_sass(_cuobjdump("-sass", cubin)).items() if KERNEL in n})
+    usage.update(parse_res_usage(_cuobjdump("-res-usage", cubin)))
+  _check(kernels, usage, capsys, "the launch units compiled here")
+
+
+def test_sm100_gemm_bias_extension_sass(capsys):
+  _need_arch("sm_100a")
+  kernels = {n: b for n, b in _extension_sass("sm_100a").items() if KERNEL in n}
+  claims = TARGET in _ffi.sm100_targets()
+  if not kernels and not claims:
+    pytest.skip(f"no {KERNEL} in this build and targets.h does not mark {TARGET} as sm_100a")
+  assert kernels, f"targets.h says {TARGET} has an sm_100a kernel, but the build holds no {KERNEL}"
+  assert claims, f"the build holds {KERNEL} but targets.h does not mark {TARGET} as sm_100a"
+  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))
+  _check(kernels, usage, capsys, "the installed extension")

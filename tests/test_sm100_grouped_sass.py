@@ -1,0 +1,131 @@
+"""SASS checks of the sm_100a M-grouped GEMM (ffi/src/sm100/grouped_gemm_launch.cu): no
+machine here runs it, so the machine code itself is inspected.
+
+1. The launch unit compiled here for sm_100a (nvcc -cubin) and, where the installed
+   extension holds sm_100a code, the shipped kernels: every instantiation of
+   sm100_grouped_gemm_kernel (2 tiles x bf16/f16 in x bf16/f16/f32 out) holds the
+   kind::f16 UMMA (UTCHMMA, only cta_group::1 forms: no .2CTA, no kind::f8f6f4 UTCQMMA),
+   the UMMA commit (UTCBAR), the TMEM load (LDTM), TMA load and store (UTMALDG, UTMASTG)
+   and the CLC try_cancel (UGETNEXTWORKID), and is not a trap stub.
+2. ptxas's usage of each instantiation is printed: registers within budget, no stack, no
+   local memory (no spills).
+
+The instruction names are pinned by the probes of tests/test_sm100_sass.py and
+tests/test_sm100_fp8_sass.py; the parsing and the stub / budget definitions are theirs.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_sm100_sass import (
+    SASS_CLC_TRY_CANCEL, SASS_TMA_LOAD, SASS_TMA_STORE, SASS_TMEM_LOAD, SASS_UMMA,
+    SASS_UMMA_COMMIT, _base, _cuobjdump, _demangle, _extension_sass, _ffi, _need_arch, _tool,
+    budget_problems, cta_group_problems, has, is_stub, parse_res_usage, parse_sass)
+
+REPO = Path(__file__).resolve().parents[1]
+UNIT = REPO / "ffi" / "src" / "sm100" / "grouped_gemm_launch.cu"
+KERNEL = "sm100_grouped_gemm_kernel"
+INSTANTIATIONS = 12
+SASS_UMMA_F8F6F4 = "UTCQMMA"  # kind::f8f6f4 (tests/test_sm100_fp8_sass.py)
+REQUIRED = {
+    "tcgen05.mma.kind::f16": SASS_UMMA,
+    "tcgen05.commit": SASS_UMMA_COMMIT,
+    "tcgen05.ld": SASS_TMEM_LOAD,
+    "TMA load": SASS_TMA_LOAD,
+    "TMA store": SASS_TMA_STORE,
+    "clusterlaunchcontrol.try_cancel": SASS_CLC_TRY_CANCEL,
+}
+TARGET = "jax_sm100_grouped_gemm"
+
+
+def grouped_problems(kernels):
+  """What keeps each of `kernels` ({name: mnemonics}) from being the sm_100a M-grouped
+  GEMM: a trap stub, a missing REQUIRED instruction, a 2-SM or an 8-bit UMMA."""
+  problems = []
+  for name, body in sorted(kernels.items()):
+    if is_stub(body):
+      problems.append(f"{name}: trap stub {body[:4]}")
+      continue
+    lacking = [what for what, family in REQUIRED.items() if not has(body, family)]
+    if lacking:
+      problems.append(f"{name}: no {', '.join(lacking)}")
+    if any(".2CTA" in m for m in body):
+      problems.append(f"{name}: a 2-SM (cta_group::2) form")
+    if has(body, SASS_UMMA_F8F6F4):
+      problems.append(f"{name}: a kind::f8f6f4 UMMA ({SASS_UMMA_F8F6F4})")
+  return problems + cta_group_problems(kernels)
+
+
+def _jax_ffi_include():
+  jax = pytest.importorskip("jax")
+  return jax.ffi.include_dir()
+
+
+@pytest.fixture(scope="module")
+def unit_cubin(tmp_path_factory):
+  nvcc = _tool("nvcc")
+  if nvcc is None:
+    pytest.skip("nvcc not available: cannot compile the sm_100a launch unit")
+  cubin = tmp_path_factory.mktemp("grouped_sass") / "grouped.cubin"
+  cmd = [nvcc, "-std=c++17", "-cubin", "-gencode", "arch=compute_100a,code=sm_100a",
+         "--expt-relaxed-constexpr", "-I", str(REPO / "ffi" / "include"), "-I",
+         str(REPO / "ffi" / "src"), "-I", _jax_ffi_include(), "-DJAX_SM100_WITH_CUDA=1",
+         "-DJAX_SM100_HAS_SM100=1", "-o", str(cubin), str(UNIT)]
+  out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+  assert out.returncode == 0, f"nvcc failed on {UNIT.name}:\n{out.stderr[-4000:]}"
+  return cubin
+
+
+def _check(kernels, usage, capsys, where):
+  assert len({_base(n) for n in kernels}) == INSTANTIATIONS, sorted(kernels)
+  problems = grouped_problems(kernels)
+  assert not problems, "\n".join(problems)
+  names = sorted({_base(n) for n in kernels})
+  missing = [n for n in names if n not in usage]
+  assert not missing, f"no -res-usage entry for {missing}"
+  pretty = _demangle(names)
+  with capsys.disabled():
+    print(f"\n  ptxas usage of the sm_100a {KERNEL} instantiations ({where}):")
+    print(f"  {'REG':>4} {'SHARED':>7} {'STACK':>5} {'LOCAL':>5}  kernel")
+    for n in names:
+      u = usage[n]
+      print(f"  {u.get('REG', -1):>4} {u.get('SHARED', -1):>7} {u.get('STACK', -1):>5} "
+            f"{u.get('LOCAL', -1):>5}  {pretty[n]}")
+  over = budget_problems({pretty[n]: usage[n] for n in names})
+  assert not over, "over budget:\n" + "\n".join(over)
+  spilled = [pretty[n] for n in names if usage[n].get("STACK", 0) or usage[n].get("LOCAL", 0)]
+  assert not spilled, f"stack / local memory (spills) in {spilled}"
+
+
+def test_grouped_check_rejects():
+  """The check passes on a body holding every required instruction and fails on a stub,
+  without each requirement, and with a 2-SM or an 8-bit UMMA."""
+  full = ["UTCHMMA", "UTCBAR", "LDTM.x16", "UTMALDG.3D", "UTMASTG.3D", "UGETNEXTWORKID.SELFCAST"]
+  assert grouped_problems({"k": full}) == []
+  assert "trap stub" in grouped_problems({"k": ["LDC", "BPT.TRAP", "BRA", "NOP"]})[0]
+  for what, family in REQUIRED.items():
+    problems = grouped_problems({"k": [m for m in full if not has([m], family)]})
+    assert problems and what in problems[0], (what, problems)
+  assert grouped_problems({"k": full + ["UTCHMMA.2CTA"]})
+  assert grouped_problems({"k": full + [SASS_UMMA_F8F6F4]})
+
+
+def test_sm100_grouped_unit_sass(unit_cubin, capsys):
+  kernels = {n: b for n, b in parse_sass(_cuobjdump("-sass", unit_cubin)).items() if KERNEL in n}
+  usage = parse_res_usage(_cuobjdump("-res-usage", unit_cubin))
+  _check(kernels, usage, capsys, "the launch unit compiled here")
+
+
+def test_sm100_grouped_extension_sass(capsys):
+  _need_arch("sm_100a")
+  kernels = {n: b for n, b in _extension_sass("sm_100a").items() if KERNEL in n}
+  claims = TARGET in _ffi.sm100_targets()
+  if not kernels and not claims:
+    pytest.skip(f"no {KERNEL} in this build and targets.h does not mark {TARGET} as sm_100a")
+  assert kernels, f"targets.h says {TARGET} has an sm_100a kernel, but the build holds no {KERNEL}"
+  assert claims, f"the build holds {KERNEL} but targets.h does not mark {TARGET} as sm_100a"
+  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))
+  _check(kernels, usage, capsys, "the installed extension")
