@@ -128,15 +128,7 @@ def matmul_bias(a, b, bias=None, *, activation=None, out_dtype=None):
   name = _activations.canonical(OP, activation)
   out_dtype = _checks.out_dtype_or(OP, out_dtype, a.dtype)
   n = out_shape[-1]
-  if bias is None:
-    bias32 = jnp.zeros((0,), jnp.float32)
-  else:
-    bias = _checks.as_array(OP, "bias", bias)
-    if not jnp.issubdtype(bias.dtype, jnp.floating):
-      raise TypeError(f"jax_sm100.{OP}: bias must have a floating dtype; got {bias.dtype.name}.")
-    if tuple(bias.shape) != (n,):
-      raise ValueError(f"jax_sm100.{OP}: bias must have shape (N,) = ({n},), one value per "
-                       f"output column; got {tuple(bias.shape)}.")
-    bias32 = bias.astype(jnp.float32)
+  bias = _checks.bias_vector(OP, bias, n)
+  bias32 = jnp.zeros((0,), jnp.float32) if bias is None else bias.astype(jnp.float32)
   with _autodiff.reverse_mode_only(OP, a, b, bias32):
     return _matmul_bias(_backend.context(), name, out_dtype, bias is not None, a, b, bias32)

@@ -108,3 +108,17 @@ def fp8_operands(op: str, a, b, a_scale, b_scale):
     raise ValueError(f"jax_sm100.{op}: a (M, K) and b (N, K) must have the same K; "
                      f"got a {tuple(a.shape)}, b {tuple(b.shape)}.")
   return a, b, a_scale, b_scale, m, n, k
+
+
+def bias_vector(op: str, bias, n: int):
+  """bias as an array of shape (N,) and a floating dtype, or None when it is None;
+  TypeError / ValueError naming the argument otherwise."""
+  if bias is None:
+    return None
+  bias = as_array(op, "bias", bias)
+  if not jnp.issubdtype(bias.dtype, jnp.floating):
+    raise TypeError(f"jax_sm100.{op}: bias must have a floating dtype; got {bias.dtype.name}.")
+  if tuple(bias.shape) != (n,):
+    raise ValueError(f"jax_sm100.{op}: bias must have shape (N,) = ({n},), one value per "
+                     f"output column; got {tuple(bias.shape)}.")
+  return bias

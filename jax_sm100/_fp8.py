@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _autodiff, _backend, _checks
+from jax_sm100 import _activations, _autodiff, _backend, _checks
 from jax_sm100._launch import fp8 as _fp8_launch
 from jax_sm100._launch import quantize as _quant
 from jax_sm100._reference import FP8_BLOCK as BLOCK
@@ -212,17 +212,28 @@ def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, res, g):
 _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 
 
-def fp8_dot(x, w, *, out_dtype=None):
-  """x @ w computed in FP8 with blockwise scales (DeepSeek-V3 recipe).
+def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
+  """act(x @ w + bias) with x @ w computed in FP8 with blockwise scales (DeepSeek-V3 recipe).
 
   Args:
     x: (..., K) bfloat16, float16 or float32; quantized in 1x128 blocks along K.
     w: (K, N) bfloat16, float16 or float32; quantized in 128x128 blocks.
+    bias: None, or shape (N,) of any float dtype (added in float32; its gradient comes
+      back in its own dtype).
+    activation: None (identity), "relu", "gelu" (tanh approximation, jax.nn.gelu's
+      default; also "gelu_tanh"), "gelu_exact" (also "gelu_erf"), "silu" (also "swish"):
+      matmul_bias's names.
     out_dtype: bfloat16, float16 or float32; defaults to the promoted input dtype.
   Returns:
     (..., N). Its custom_vjp runs the backward in FP8 too: dx = Q(g) @ Q(w)^T
     and dw = Q(x)^T @ Q(g), each operand quantized in 1x128 (activations and
     gradients) or 128x128 blocks along that product's contraction dim.
+
+  With a bias or an activation the FP8 product y = x @ w is rounded to out_dtype as
+  without them, then z = y + bias and act(z) are evaluated in float32 and rounded once
+  more (one XLA elementwise pass after the GEMM: the FP8 kernel's epilogue does not fuse
+  them). Under differentiation g * act'(z) is the product's cotangent (rounded to
+  out_dtype, as matmul_bias does) and the bias gradient is its float32 sum over rows.
   """
   op = "fp8_dot"
   x = _checks.as_array(op, "x", x)
@@ -234,10 +245,17 @@ def fp8_dot(x, w, *, out_dtype=None):
   if x.shape[-1] != w.shape[0]:
     raise ValueError(f"jax_sm100.{op}: x's last dim (K={x.shape[-1]}) must equal w's "
                      f"first dim; got x {tuple(x.shape)}, w {tuple(w.shape)}.")
+  name = _activations.canonical(op, activation)
+  bias = _checks.bias_vector(op, bias, w.shape[1])
   out_dtype = _checks.out_dtype_or(op, out_dtype, jnp.promote_types(x.dtype, w.dtype))
   x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
   ctx = _backend.context()
   plan = _plan(ctx, x2.shape[0], x2.shape[1], w.shape[1], out_dtype, x.dtype, w.dtype)
   with _autodiff.reverse_mode_only(op, x2, w):
     y = _fp8_dot(ctx, out_dtype, x.dtype, w.dtype, plan, x2, w)
+  if bias is not None or name != "none":
+    z = y.astype(jnp.float32)
+    if bias is not None:
+      z = z + bias.astype(jnp.float32)
+    y = _activations.apply(name, z).astype(out_dtype)
   return y.reshape(x.shape[:-1] + (w.shape[1],))

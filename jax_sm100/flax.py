@@ -4,7 +4,9 @@ linen: Dense (bf16/fp16 kernel matmul), Fp8Dense (FP8 blockwise matmul),
        MxFp8Dense (MXFP8 matmul; reference path on every backend, no kernel yet).
 nnx:   Linear, Fp8Linear, MxFp8Linear (same, as nnx.Linear subclasses).
 Fused: DenseAct (linen) and LinearAct (nnx): act(x @ kernel + bias) in one
-       jax_sm100.matmul_bias call (bias add and activation in the GEMM's epilogue).
+       jax_sm100.matmul_bias call (bias add and activation in the GEMM's epilogue);
+       Fp8DenseAct / Fp8LinearAct: the same through jax_sm100.fp8_dot(..., bias=,
+       activation=) (FP8 product; bias and activation in one XLA pass after it).
 
 They are the stock Flax layers with `dot_general` defaulted to
 jax_sm100.dot_general / fp8_dot_general / mxfp8_dot_general; every other argument
@@ -28,10 +30,11 @@ from flax.nnx.nn.dtypes import promote_dtype as _nnx_promote_dtype
 from jax_sm100 import _activations
 from jax_sm100._bias import matmul_bias
 from jax_sm100._dot_general import _is_default_precision, dot_general, fp8_dot_general
+from jax_sm100._fp8 import fp8_dot
 from jax_sm100._mxfp8 import mxfp8_dot_general
 
 __all__ = ["Dense", "Fp8Dense", "MxFp8Dense", "Linear", "Fp8Linear", "MxFp8Linear",
-           "DenseAct", "LinearAct"]
+           "DenseAct", "LinearAct", "Fp8DenseAct", "Fp8LinearAct"]
 
 
 class Dense(nn.Dense):
@@ -76,11 +79,12 @@ class MxFp8Linear(nnx.Linear):
     super().__init__(in_features, out_features, rngs=rngs, **kwargs)
 
 
-def _fused(x, kernel, bias, activation, out_dtype=None):
+def _fused(x, kernel, bias, activation, out_dtype=None, fp8=False):
   """act(x @ kernel + bias) for x (..., in): x folded to rows (a free reshape; also for a
-  1-D x), one matmul_bias call, reshaped back."""
-  y = matmul_bias(x.reshape(-1, x.shape[-1]), kernel, bias, activation=activation,
-                  out_dtype=out_dtype)
+  1-D x), one matmul_bias call (fp8: one fp8_dot call), reshaped back."""
+  op = fp8_dot if fp8 else matmul_bias
+  y = op(x.reshape(-1, x.shape[-1]), kernel, bias=bias, activation=activation,
+         out_dtype=out_dtype)
   return y.reshape(x.shape[:-1] + (kernel.shape[-1],))
 
 
@@ -96,14 +100,16 @@ class DenseAct(nn.Dense):
       "gelu_exact" / "gelu_erf", "silu" / "swish".
   """
   activation: str | None = None
+  _FP8 = False  # Fp8DenseAct: the product is fp8_dot's
 
   def __post_init__(self):
-    _activations.canonical("flax.DenseAct", self.activation)  # a bad name fails here
+    layer = f"flax.{type(self).__name__}"
+    _activations.canonical(layer, self.activation)  # a bad name fails here
     if self.dot_general is not None or self.dot_general_cls is not None:
-      raise ValueError("jax_sm100.flax.DenseAct: dot_general / dot_general_cls are not used "
-                       "(the fused matmul_bias is the layer's matmul); leave them unset.")
+      raise ValueError(f"jax_sm100.{layer}: dot_general / dot_general_cls are not used "
+                       "(the fused op is the layer's matmul); leave them unset.")
     if not _is_default_precision(self.precision):
-      raise ValueError(f"jax_sm100.flax.DenseAct: precision must be the default (fp32 "
+      raise ValueError(f"jax_sm100.{layer}: precision must be the default (fp32 "
                        f"accumulation); got {self.precision!r}.")
     super().__post_init__()
 
@@ -115,7 +121,16 @@ class DenseAct(nn.Dense):
             if self.use_bias else None)
     promote = getattr(self, "promote_dtype", None) or _linen_promote_dtype
     inputs, kernel, bias = promote(inputs, kernel, bias, dtype=self.dtype)
-    return _fused(inputs, kernel, bias, self.activation)
+    return _fused(inputs, kernel, bias, self.activation, fp8=self._FP8)
+
+
+class Fp8DenseAct(DenseAct):
+  """DenseAct whose product is FP8 blockwise: act(x @ kernel + bias) is one
+  jax_sm100.fp8_dot(x, kernel, bias=, activation=) call (x in 1x128 blocks, the kernel in
+  128x128 blocks, forward and backward products in FP8; the bias add and the activation
+  run in one XLA elementwise pass after the FP8 GEMM). Parameters and attributes are
+  DenseAct's."""
+  _FP8 = True
 
 
 class LinearAct(nnx.Linear):
@@ -125,20 +140,23 @@ class LinearAct(nnx.Linear):
   preferred_element_type becomes the output dtype. A call with `out_sharding` runs the
   stock layer (XLA's dot with that sharding), then the activation."""
 
+  _FP8 = False  # Fp8LinearAct: the product is fp8_dot's
+
   def __init__(self, in_features: int, out_features: int, *, activation: str | None = None,
                rngs: nnx.Rngs, **kwargs):
-    _activations.canonical("flax.LinearAct", activation)  # a bad name fails here
+    layer = f"flax.{type(self).__name__}"
+    _activations.canonical(layer, activation)  # a bad name fails here
     if "dot_general" in kwargs:
-      raise ValueError("jax_sm100.flax.LinearAct: dot_general is not used (the fused "
-                       "matmul_bias is the layer's matmul); leave it unset.")
+      raise ValueError(f"jax_sm100.{layer}: dot_general is not used (the fused op is the "
+                       "layer's matmul); leave it unset.")
     if not _is_default_precision(kwargs.get("precision")):
-      raise ValueError(f"jax_sm100.flax.LinearAct: precision must be the default (fp32 "
+      raise ValueError(f"jax_sm100.{layer}: precision must be the default (fp32 "
                        f"accumulation); got {kwargs['precision']!r}.")
     super().__init__(in_features, out_features, rngs=rngs, **kwargs)
     self.activation = activation
 
   def __call__(self, inputs, out_sharding=None):
-    name = _activations.canonical("flax.LinearAct", self.activation)
+    name = _activations.canonical(f"flax.{type(self).__name__}", self.activation)
     if out_sharding is not None:
       return _activations.apply(name, super().__call__(inputs, out_sharding=out_sharding))
     kernel = self.kernel[...]
@@ -146,4 +164,10 @@ class LinearAct(nnx.Linear):
     promote = getattr(self, "promote_dtype", None) or _nnx_promote_dtype
     inputs, kernel, bias = promote((inputs, kernel, bias), dtype=self.dtype)
     return _fused(inputs, kernel, bias, self.activation,
-                  getattr(self, "preferred_element_type", None))
+                  getattr(self, "preferred_element_type", None), fp8=self._FP8)
+
+
+class Fp8LinearAct(LinearAct):
+  """LinearAct whose product is FP8 blockwise (one jax_sm100.fp8_dot(x, kernel, bias=,
+  activation=) call, as Fp8DenseAct). Arguments are LinearAct's."""
+  _FP8 = True
