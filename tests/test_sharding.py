@@ -9,8 +9,9 @@ the result against the unsharded call and counts the compiled program's collecti
 same shardings (ours may not move more bytes).
 
 8 host devices need XLA_FLAGS set before jax initialises, so on a process with
-fewer devices the single test `test_sharded_suite` re-runs this file in a
-subprocess with the flag; there every other test runs.
+fewer devices the single test `test_sharded_suite` re-runs this file (and
+test_sharding_gspmd.py, the same rules under GSPMD) in a subprocess with the flag;
+there every other test runs.
 """
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def test_sharded_suite(tmp_path):
   # From a directory outside the checkout: `python -m pytest` puts the working directory
   # on sys.path, where the checkout's jax_sm100/ (no compiled module) would shadow the
   # installed package.
+  here = os.path.dirname(os.path.abspath(__file__))
   r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                      os.path.abspath(__file__)], env=env, capture_output=True, text=True,
-                     timeout=1800, cwd=tmp_path)
+                      os.path.abspath(__file__), os.path.join(here, "test_sharding_gspmd.py")],
+                     env=env, capture_output=True, text=True, timeout=1800, cwd=tmp_path)
   assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
 
 

@@ -36,6 +36,7 @@ lowers the launch unchanged: the ops work on the local shards.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, NamedTuple
 
 import jax
@@ -118,11 +119,15 @@ def _plan(spec: Spec, mesh, arg_shapes, result_shapes):
     unit = max(blocks.get(f, {1}))
     if axes and sizes[f] % (n * unit):
       if f in spec.exact:
-        raise ValueError(
-            f"jax_sm100.{spec.op}: dim {f} (size {sizes[f]}) is sharded over mesh axis "
-            f"{'x'.join(map(repr, axes))} ({n} shards), which splits its {unit}-element "
-            f"scale blocks; shard it so that each shard holds a multiple of {unit} "
-            f"(size % ({n}*{unit}) == 0), or do not shard it.")
+        msg = (f"jax_sm100.{spec.op}: dim {f} (size {sizes[f]}) is sharded over mesh axis "
+               f"{'x'.join(map(repr, axes))} ({n} shards), which splits its {unit}-element "
+               f"scale blocks; shard it so that each shard holds a multiple of {unit} "
+               f"(size % ({n}*{unit}) == 0), or do not shard it.")
+        if jax.config.jax_use_shardy_partitioner:
+          raise ValueError(msg)
+        # GSPMD aborts the process on an exception raised in this callback: gather the
+        # dim instead (exact, more communication) and say so.
+        warnings.warn(msg + " Under GSPMD the dim is gathered instead.", stacklevel=2)
       axes = ()
     used.update(axes)
     plan[f] = axes
