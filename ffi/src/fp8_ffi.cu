@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "sm90/fp8_gemm_launch.h"
@@ -129,26 +130,11 @@ ffi::Error fp8_gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::An
 
 }  // namespace
 
-#define JAX_SM100_FP8_OPERANDS                  \
-  ffi::Ffi::Bind()                              \
-      .Ctx<ffi::PlatformStream<cudaStream_t>>() \
-      .Arg<ffi::AnyBuffer>()                    \
-      .Arg<ffi::AnyBuffer>()                    \
-      .Arg<ffi::AnyBuffer>()                    \
-      .Arg<ffi::AnyBuffer>()
-#define JAX_SM100_FP8_TILING_ATTRS   \
-  .Attr<int32_t>("block_m")          \
-      .Attr<int32_t>("block_n")      \
-      .Attr<int32_t>("cluster")      \
-      .Attr<bool>("pair_along_n")    \
-      .Attr<int32_t>("group_m")
+namespace bindings = jax_sm100::host::bindings;
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8Gemm, fp8_gemm_impl,
-                              JAX_SM100_FP8_OPERANDS.Ret<ffi::Buffer<ffi::BF16>>()
-                                  JAX_SM100_FP8_TILING_ATTRS,
+                              bindings::fp8_gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidual, fp8_gemm_residual_impl,
-                              JAX_SM100_FP8_OPERANDS.Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Attr<float>("beta") JAX_SM100_FP8_TILING_ATTRS,
+                              bindings::fp8_gemm_residual(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "common/gemm_bias_problem.h"
@@ -159,19 +160,8 @@ ffi::Error gemm_bias_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmBias, gemm_bias_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m")
-                                  .Attr<int32_t>("activation"),
+                              bindings::gemm_bias(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

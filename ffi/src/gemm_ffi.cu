@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "sm100/gemm_launch.h"
@@ -189,33 +190,12 @@ ffi::Error gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuf
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Gemm, gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m"),
+                              bindings::gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmResidual, gemm_residual_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<float>("alpha")
-                                  .Attr<float>("beta")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m"),
+                              bindings::gemm_residual(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "common/grouped_problem.h"
@@ -182,38 +183,16 @@ ffi::Error fp8_grouped_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::Any
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GroupedGemm, grouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_rhs")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"),
+                              bindings::grouped_gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100KGroupedGemm, kgrouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"),
+                              bindings::kgrouped_gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GroupedGemm, fp8_grouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"),
+                              bindings::fp8_grouped_gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

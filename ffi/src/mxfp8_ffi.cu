@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "common/mxfp8_problem.h"
@@ -67,14 +68,8 @@ ffi::Error mxfp8_gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Mxfp8Gemm, mxfp8_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("group_m"),
+                              bindings::mxfp8_gemm(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

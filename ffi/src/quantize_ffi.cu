@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/device.h"
 #include "common/launch.h"
 #include "common/quantize_problem.h"
@@ -170,26 +171,12 @@ ffi::Error quantize_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_ro
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8, quantize_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_rows")
-                                  .Attr<int32_t>("scale_transposed")
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>(),
+                              bindings::quantize(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Dual, quantize_dual_impl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_rows")
-                                  .Attr<int32_t>("t_block_rows")
-                                  .Attr<int32_t>("scale_transposed")
-                                  .Attr<int32_t>("scale_t_transposed")
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>(),
+                              bindings::quantize_dual(bindings::on_stream<cudaStream_t>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bindings.h"
 #include "common/fp8_problem.h"
 #include "cpu/numerics.h"
 #include "targets.h"
@@ -107,23 +108,9 @@ ffi::Error fp8_gemm_residual_impl(ffi::AnyBuffer a, ffi::AnyBuffer a_scale, ffi:
 
 }  // namespace
 
-#define JAX_SM100_FP8_CPU_OPERANDS \
-  ffi::Ffi::Bind()                 \
-      .Arg<ffi::AnyBuffer>()       \
-      .Arg<ffi::AnyBuffer>()       \
-      .Arg<ffi::AnyBuffer>()       \
-      .Arg<ffi::AnyBuffer>()
-#define JAX_SM100_FP8_CPU_TILING_ATTRS \
-  .Attr<int32_t>("block_m")            \
-      .Attr<int32_t>("block_n")        \
-      .Attr<int32_t>("cluster")        \
-      .Attr<bool>("pair_along_n")      \
-      .Attr<int32_t>("group_m")
+namespace bindings = jax_sm100::host::bindings;
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmCpu, fp8_gemm_impl,
-                              JAX_SM100_FP8_CPU_OPERANDS.Ret<ffi::Buffer<ffi::BF16>>()
-                                  JAX_SM100_FP8_CPU_TILING_ATTRS);
+                              bindings::fp8_gemm(ffi::Ffi::Bind()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GemmResidualCpu, fp8_gemm_residual_impl,
-                              JAX_SM100_FP8_CPU_OPERANDS.Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Attr<float>("beta") JAX_SM100_FP8_CPU_TILING_ATTRS);
+                              bindings::fp8_gemm_residual(ffi::Ffi::Bind()));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/bindings.h"
 #include "common/gemm_bias_problem.h"
 #include "cpu/numerics.h"
 #include "jax_sm100/kernels/common/activation.h"
@@ -70,17 +71,7 @@ ffi::Error gemm_bias_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer bia
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmBiasCpu, gemm_bias_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m")
-                                  .Attr<int32_t>("activation"));
+                              bindings::gemm_bias(ffi::Ffi::Bind()));

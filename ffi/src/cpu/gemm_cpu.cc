@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bindings.h"
 #include "common/gemm_problem.h"
 #include "cpu/numerics.h"
 #include "targets.h"
@@ -105,29 +106,10 @@ ffi::Error gemm_residual_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmCpu, gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m"));
+                              bindings::gemm(ffi::Ffi::Bind()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GemmResidualCpu, gemm_residual_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_a")
-                                  .Attr<bool>("trans_b")
-                                  .Attr<float>("alpha")
-                                  .Attr<float>("beta")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("cluster_m")
-                                  .Attr<int32_t>("group_m"));
+                              bindings::gemm_residual(ffi::Ffi::Bind()));

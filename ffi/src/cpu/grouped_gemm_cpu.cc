@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bindings.h"
 #include "common/grouped_problem.h"
 #include "cpu/numerics.h"
 #include "targets.h"
@@ -181,32 +182,13 @@ ffi::Error fp8_grouped_gemm_impl(ffi::AnyBuffer a, ffi::AnyBuffer a_scale, ffi::
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100GroupedGemmCpu, grouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<bool>("trans_rhs")
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"));
+                              bindings::grouped_gemm(ffi::Ffi::Bind()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100KGroupedGemmCpu, kgrouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"));
+                              bindings::kgrouped_gemm(ffi::Ffi::Bind()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Fp8GroupedGemmCpu, fp8_grouped_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Attr<int32_t>("block_m")
-                                  .Attr<int32_t>("block_n"));
+                              bindings::fp8_grouped_gemm(ffi::Ffi::Bind()));

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/bindings.h"
 #include "common/mxfp8_problem.h"
 #include "cpu/numerics.h"
 #include "jax_sm100/kernels/sm100/mx_scale_layout.h"
@@ -109,12 +110,7 @@ ffi::Error mxfp8_gemm_impl(ffi::AnyBuffer a, ffi::AnyBuffer a_scale, ffi::AnyBuf
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100Mxfp8GemmCpu, mxfp8_gemm_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_n")
-                                  .Attr<int32_t>("group_m"));
+                              bindings::mxfp8_gemm(ffi::Ffi::Bind()));

@@ -17,6 +17,7 @@
 #include <limits>
 #include <string>
 
+#include "common/bindings.h"
 #include "common/quantize_problem.h"
 #include "cpu/numerics.h"
 #include "targets.h"
@@ -107,22 +108,10 @@ ffi::Error quantize_impl(ffi::AnyBuffer x, int32_t block_rows, int32_t scale_tra
 
 }  // namespace
 
+namespace bindings = jax_sm100::host::bindings;
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Cpu, quantize_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_rows")
-                                  .Attr<int32_t>("scale_transposed")
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                              bindings::quantize(ffi::Ffi::Bind()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8DualCpu, quantize_dual_impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Attr<int32_t>("block_rows")
-                                  .Attr<int32_t>("t_block_rows")
-                                  .Attr<int32_t>("scale_transposed")
-                                  .Attr<int32_t>("scale_t_transposed")
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                              bindings::quantize_dual(ffi::Ffi::Bind()));
