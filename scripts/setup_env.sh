@@ -34,7 +34,7 @@ python -m pip install -q --upgrade pip
 # [build-system] requires and CMakeLists.txt's cmake_minimum_required
 # (tests/test_setup.py checks both).
 python -m pip install -q "scikit-build-core>=0.11" "cmake>=3.26" ninja \
-  "jax>=0.8" "jaxlib>=0.8" "flax>=0.10" optax "pytest>=7" matplotlib
+  "jax>=0.8" "jaxlib>=0.8" "flax>=0.10" optax "pytest>=7" pytest-xdist matplotlib
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi

@@ -18,7 +18,10 @@ cd "$repo"
 set +e
 # `pytest`, not `python -m pytest`: -m puts the checkout on sys.path, so the
 # source tree's jax_sm100/ (which has no compiled _ffi) would shadow the install.
-pytest -ra "$@" tests
+# One worker per core (pytest-xdist), whole files to a worker so that a module's
+# fixtures (compiled probes, built venvs) are made once; JAX_SM100_TEST_WORKERS=0
+# runs in this process.
+pytest -ra -n "${JAX_SM100_TEST_WORKERS:-auto}" --dist loadfile "$@" tests
 rc=$?
 set -e
 # Repeated after pytest's output, where it is read.

@@ -11,7 +11,7 @@ pins=(jax jaxlib); [ -n "$jaxv" ] && pins=("jax==$jaxv" "jaxlib==$jaxv")
 python3 -m venv --clear "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
 # flax/optax resolve to releases that accept this jax; cuobjdump/nvdisasm for the SASS tests.
-"$venv/bin/python" -m pip install -q "$wheel" "${pins[@]}" flax optax "pytest>=7" matplotlib \
+"$venv/bin/python" -m pip install -q "$wheel" "${pins[@]}" flax optax "pytest>=7" pytest-xdist matplotlib \
   nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 # No compiler toolchain of CUDA's on PATH: the wheel must not need one.
 clean_path="$venv/bin"
@@ -29,7 +29,10 @@ cd "$work"  # not the checkout: its jax_sm100/ would shadow the installed wheel
 '| jax_sm100 from', jax_sm100.__file__, '| archs', f.cuda_archs(), '| backend', jax_sm100.backend()); \
 assert '$venv' in jax_sm100.__file__ and f.has_cuda(), 'not the installed wheel, or no kernels'"
 set +e
-"$venv/bin/python" -m pytest -ra -p no:cacheprovider "$@" "$repo/tests"
+# The wheel's tests: `source_tree` ones check the checkout (its C++ headers, scripts), not
+# the wheel, and run in the source job (scripts/test.sh). Workers as there.
+"$venv/bin/python" -m pytest -ra -p no:cacheprovider -m "not source_tree" \
+  -n "${JAX_SM100_TEST_WORKERS:-auto}" --dist loadfile "$@" "$repo/tests"
 rc=$?
 set -e
 [ "$rc" -eq 5 ] && { echo "[wheel-test] pytest collected no tests" >&2; exit 1; }

@@ -40,7 +40,21 @@ def _sm90_gpu_present() -> bool:
     return False
 
 
+# Modules that check the source checkout, not the installed package: C++ headers compiled
+# by the host compiler (the pipeline, scheduler and divisor tests, the sm_100a emulator),
+# the set-up scripts and the generated sources. Marked `source_tree`; the source job runs
+# them, the wheel jobs (scripts/test_wheel.sh) deselect them (a wheel holds none of that).
+SOURCE_TREE_MODULES = frozenset({
+    "test_emu_primitives.py", "test_sm100_gemm_emu.py", "test_sm100_fp8_emu.py",
+    "test_sm100_mxfp8_emu.py", "test_sm100_grouped_emu.py", "test_sm100_gemm_bias_emu.py",
+    "test_pipeline_host.py", "test_fast_divisor.py", "test_grouped_scheduler.py",
+    "test_generated_sources.py", "test_setup.py"})
+
+
 def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if item.path.name in SOURCE_TREE_MODULES:
+      item.add_marker(pytest.mark.source_tree)
   # Gate on the hardware, not on backend(): on an H100/H200 a build that lost
   # its kernels (backend() == 'reference') must FAIL the GPU tests, not skip them.
   if _sm90_gpu_present():
