@@ -278,6 +278,20 @@ def emulated_kernels(fake_sm90, monkeypatch):
   jax.clear_caches()
 
 
+@pytest.fixture(params=["reference", "cpu_ffi"])
+def path(request, monkeypatch):
+  """The op path under test, both ways: ('reference', None) with JAX_SM100_BACKEND=reference,
+  or ('cpu_ffi', the launches traced) through the FFI targets' CPU handlers."""
+  if request.param == "cpu_ffi":
+    yield request.param, request.getfixturevalue("cpu_ffi")
+    return
+  monkeypatch.setenv(_backend.BACKEND_ENV, "reference")
+  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
+  jax.clear_caches()
+  yield request.param, None
+  jax.clear_caches()
+
+
 @pytest.fixture
 def cpu_ffi(monkeypatch):
   """JAX_SM100_BACKEND=cpu_ffi: the ops launch the FFI targets' CPU handlers through the

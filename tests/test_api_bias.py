@@ -36,19 +36,6 @@ except AttributeError:  # older jax
   from jax.experimental import enable_x64 as _x64
 
 
-@pytest.fixture(params=["reference", "cpu_ffi"])
-def path(request, monkeypatch):
-  """The op path under test: ('reference', None) or ('cpu_ffi', launches traced)."""
-  if request.param == "cpu_ffi":
-    yield request.param, request.getfixturevalue("cpu_ffi")
-    return
-  monkeypatch.setenv(_backend.BACKEND_ENV, "reference")
-  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
-  jax.clear_caches()
-  yield request.param, None
-  jax.clear_caches()
-
-
 def launched(path):
   return {c[0] for c in path[1]} if path[1] is not None else set()
 

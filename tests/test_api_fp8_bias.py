@@ -13,25 +13,11 @@ import numpy as np
 import pytest
 
 import jax_sm100
-from jax_sm100 import _backend
 from conftest import UNIT_ROUNDOFF, calc_diff, f64, np_dequantize, random_array
 
 BF16, F32 = jnp.bfloat16, jnp.float32
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
 FP8_TARGETS = {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual"}
-
-
-@pytest.fixture(params=["reference", "cpu_ffi"])
-def path(request, monkeypatch):
-  """('reference', None) or ('cpu_ffi', the launches traced)."""
-  if request.param == "cpu_ffi":
-    yield request.param, request.getfixturevalue("cpu_ffi")
-    return
-  monkeypatch.setenv(_backend.BACKEND_ENV, "reference")
-  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
-  jax.clear_caches()
-  yield request.param, None
-  jax.clear_caches()
 
 
 def _q64(x, block):

@@ -28,19 +28,6 @@ GROUPED, KGROUPED, FP8_GROUPED = ("jax_sm100_grouped_gemm", "jax_sm100_kgrouped_
 HIGHEST = lax.Precision.HIGHEST
 
 
-@pytest.fixture(params=["reference", "cpu_ffi"])
-def path(request, monkeypatch):
-  """The op path under test: 'reference' or 'cpu_ffi' (then the launches traced, else None)."""
-  if request.param == "cpu_ffi":
-    yield request.param, request.getfixturevalue("cpu_ffi")
-    return
-  monkeypatch.setenv(_backend.BACKEND_ENV, "reference")
-  monkeypatch.delenv(_backend.FORCE_REFERENCE_ENV, raising=False)
-  jax.clear_caches()
-  yield request.param, None
-  jax.clear_caches()
-
-
 def launched(calls):
   return {c[0] for c in calls} if calls is not None else set()
 
