@@ -1,17 +1,17 @@
 """The ops' partitioning rules under jax.jit on 8 CPU host devices.
 
-The launch layer runs end to end (custom_partitioning callbacks included) twice: with the
-real custom calls executed by the FFI targets' CPU handlers (`cpu_ffi`), and with the
-`emulated_kernels` fixture (the ffi_call replaced by a contract-checking pure-JAX
-emulation); either way the partitioned program is the one our rules build. Each case checks
+The launch layer runs end to end (custom_partitioning callbacks included) with the real
+custom calls executed by the FFI targets' CPU handlers (`cpu_ffi`): the partitioned program
+is the one our rules build. Each case checks
 the result against the unsharded call and counts the compiled program's collectives
 (kind and bytes) against the expected ones and against XLA's own jnp.dot under the
 same shardings (ours may not move more bytes).
 
 8 host devices need XLA_FLAGS set before jax initialises, so on a process with
-fewer devices the single test `test_sharded_suite` re-runs this file (and
-test_sharding_gspmd.py, the same rules under GSPMD) in a subprocess with the flag;
-there every other test runs.
+fewer devices the single test `test_sharded_suite` re-runs this file in a subprocess
+with the flag; there every other test runs (test_sharding_gspmd.py does the same).
+The pattern tests run the real custom calls on the CPU handlers; the pure-JAX
+`emulated_kernels` contract check runs in the test_api_* files, not here again.
 """
 from __future__ import annotations
 
@@ -33,31 +33,37 @@ CHILD_ENV = "JAX_SM100_SHARDING_CHILD"
 needs8 = pytest.mark.skipif(not MULTI, reason="runs in the 8-device subprocess")
 
 
-@pytest.mark.skipif(MULTI or os.environ.get(CHILD_ENV) == "1",
-                    reason="this process already has 8 devices")
-def test_sharded_suite(tmp_path):
+in_parent = pytest.mark.skipif(MULTI or os.environ.get(CHILD_ENV) == "1",
+                               reason="this process already has 8 devices")
+
+
+def run_in_8_device_child(test_file: str, tmp_path):
+  """Runs `test_file` in a pytest subprocess with 8 CPU host devices; asserts it passed."""
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu", **{CHILD_ENV: "1"})
   # From a directory outside the checkout: `python -m pytest` puts the working directory
   # on sys.path, where the checkout's jax_sm100/ (no compiled module) would shadow the
   # installed package.
-  here = os.path.dirname(os.path.abspath(__file__))
   r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                      os.path.abspath(__file__), os.path.join(here, "test_sharding_gspmd.py")],
+                      os.path.abspath(test_file)],
                      env=env, capture_output=True, text=True, timeout=1800, cwd=tmp_path)
   assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
+
+
+@in_parent
+def test_sharded_suite(tmp_path):
+  run_in_8_device_child(__file__, tmp_path)
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
 
-@pytest.fixture(params=["emulated", "cpu_ffi"])
-def kernels(request):
-  """The kernel path under test: `emulated` (conftest's contract-checking pure-JAX stand-in
-  for the ffi_call) or `cpu_ffi` (the real custom calls, run by the targets' CPU handlers).
-  Yields the launches traced, [(target, operand shapes, attributes)]."""
-  return request.getfixturevalue("emulated_kernels" if request.param == "emulated" else "cpu_ffi")
+@pytest.fixture
+def kernels(cpu_ffi):
+  """The kernel path under test: the real custom calls, run by the FFI targets' CPU
+  handlers (cpu_ffi); yields the launches traced, [(target, operand shapes, attributes)]."""
+  return cpu_ffi
 
 
 MESHES = {"8": ((8,), ("x",)), "2x4": ((2, 4), ("data", "model")),

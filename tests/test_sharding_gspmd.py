@@ -9,7 +9,7 @@ around the quantizers can add gathers that Shardy avoids: counted, not required 
 match); an FP8 K shard that splits a 128-block, an error under Shardy, is gathered with a
 warning (GSPMD aborts the process on an exception raised in the partitioner's callback).
 
-These run in test_sharding.py's 8-device child process (test_sharded_suite).
+On a process with fewer devices, test_gspmd_suite re-runs this file in an 8-device child.
 """
 from __future__ import annotations
 
@@ -24,8 +24,14 @@ from jax.sharding import PartitionSpec as P
 import jax_sm100
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_sharding import (CASES, FP8_CASES, MESHES, bf16, close, collectives, kinds,  # noqa: E402
-                           mesh_of, needs8, patterns, put, total)
+from test_sharding import (CASES, FP8_CASES, MESHES, bf16, close, collectives,  # noqa: E402
+                           in_parent, kinds, mesh_of, needs8, patterns, put,
+                           run_in_8_device_child, total)
+
+
+@in_parent
+def test_gspmd_suite(tmp_path):
+  run_in_8_device_child(__file__, tmp_path)
 
 
 @pytest.fixture
@@ -77,7 +83,7 @@ def test_matmul_residual_and_grad_under_gspmd(gspmd, rng, mesh_name, pattern):
 
 
 @needs8
-@pytest.mark.parametrize("mesh_name,pattern", FP8_CASES)
+@pytest.mark.parametrize("mesh_name,pattern", [c for c in FP8_CASES if c[0] == "2x4"])
 def test_fp8_dot_values_under_gspmd(gspmd, rng, mesh_name, pattern):
   mesh = mesh_of(mesh_name)
   sa, sb, _ = patterns(mesh_name)[pattern]
