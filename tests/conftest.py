@@ -55,6 +55,11 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if item.path.name in SOURCE_TREE_MODULES:
       item.add_marker(pytest.mark.source_tree)
+    # The `path` fixture's reference variants run the plain-jnp reference (no compiled
+    # code): the wheel jobs leave them to the source job.
+    if getattr(item, "callspec", None) is not None and \
+        item.callspec.params.get("path") == "reference":
+      item.add_marker(pytest.mark.reference_path)
   # Gate on the hardware, not on backend(): on an H100/H200 a build that lost
   # its kernels (backend() == 'reference') must FAIL the GPU tests, not skip them.
   if _sm90_gpu_present():
