@@ -367,6 +367,23 @@ def assert_matmul_close(got, ref, abs_prod, k, out_dtype, extra=0.0, what=""):
                          f"worst err {err.max():.3g}, tol there {tol.flat[np.argmax(err - tol)]:.3g}")
 
 
+def assert_same_product(got, want, what=""):
+  """got and want are one product computed twice (e.g. through two layouts of the
+  same operands): they may differ only by the fp32 summation order (XLA CPU may
+  reorder it) and the final rounding that order can flip, i.e. by at most
+  2 u_out |want| + 2^-20 max|want| elementwise; in a 16-bit output dtype such a
+  flip is rare, so there on under 1% of the elements as well."""
+  dtype = np.dtype(jnp.asarray(want).dtype)
+  got, want = f64(got), f64(want)
+  assert got.shape == want.shape, (what, got.shape, want.shape)
+  err = np.abs(got - want)
+  tol = 2 * UNIT_ROUNDOFF[dtype] * np.abs(want) + 2.0**-20 * np.abs(want).max() + 1e-30
+  assert (err <= tol).all(), (f"{what}: {(err > tol).sum()} of {err.size} elements differ by more "
+                              f"than a rounding; worst {err.max():.3g}")
+  if UNIT_ROUNDOFF[dtype] > 2.0**-24:
+    assert (err > 0).mean() < 0.01, f"{what}: {(err > 0).sum()} of {err.size} elements differ"
+
+
 def calc_diff(x, y) -> float:
   """DeepGEMM's similarity measure: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)

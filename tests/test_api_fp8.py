@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jax_sm100
-from conftest import (assert_matmul_close, calc_diff, f64, np_dequantize,
+from conftest import (assert_matmul_close, assert_same_product, calc_diff, f64, np_dequantize,
                       np_quantize_f32, random_array)
 
 E4M3 = jnp.float8_e4m3fn
@@ -171,13 +171,13 @@ def test_fp8_blockwise_matmul_a_scale_transposed_is_the_same_product(rng, m, n, 
   want = jax_sm100.fp8_blockwise_matmul(a, a_s, b, b_s, **kw)
   got = jax.jit(lambda a, st, b, sb: jax_sm100.fp8_blockwise_matmul(
       a, st, b, sb, a_scale_transposed=True, **kw))(a, a_s.T, b, b_s)
-  np.testing.assert_allclose(f64(got), f64(want), rtol=2.0**-20, atol=2.0**-20 * np.abs(f64(want)).max())  # same product; XLA CPU may reorder the f32 sum
+  assert_same_product(got, want, "transposed a scales")
   # vmap over a batch of a (its scales batched along their leading, K-block axis 0 too)
   a2, a2_s, _, _ = _random_fp8_operands(rng, m, n, k)
   f = lambda a, st: jax_sm100.fp8_blockwise_matmul(a, st, b, b_s, a_scale_transposed=True)
   got_v = jax.vmap(f)(jnp.stack([a, a2]), jnp.stack([a_s.T, a2_s.T]))
   for i, (ai, si) in enumerate(((a, a_s), (a2, a2_s))):
-    np.testing.assert_allclose(f64(got_v[i]), f64(jax_sm100.fp8_blockwise_matmul(ai, si, b, b_s)), rtol=2.0**-20)
+    assert_same_product(got_v[i], jax_sm100.fp8_blockwise_matmul(ai, si, b, b_s), f"vmap row {i}")
 
 
 # --------------------------------------------------------------------------
