@@ -14,62 +14,22 @@ the emulator would notice such bugs.
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import secrets
-import shutil
-import subprocess
 
 import pytest
+
+from emu_harness import INCLUDE, build, needs_toolchain, planted_fault_failures, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "emu" / "sm100_gemm_emu_test.cc"
 
-
-def _cxx() -> str | None:
-  for cand in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-    if cand and shutil.which(cand):
-      return shutil.which(cand)
-  return None
-
-
-def _cuda_include() -> pathlib.Path | None:
-  """The CUDA toolkit's include directory (cuda_bf16.h, cuda_fp16.h: host-usable types)."""
-  cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-  nvcc = shutil.which("nvcc")
-  if nvcc:
-    cands.append(str(pathlib.Path(os.path.realpath(nvcc)).parents[1]))
-  cands += ["/usr/local/cuda"]
-  for c in cands:
-    if c and (pathlib.Path(c) / "include" / "cuda_bf16.h").exists():
-      return pathlib.Path(c) / "include"
-  return None
-
-
-CXX = _cxx()
-CUDA_INCLUDE = _cuda_include()
-pytestmark = pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None,
-                                reason="needs a C++ compiler and the CUDA toolkit headers")
-
-
-def _build(include: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-  cmd = [CXX, "-std=c++17", "-O1", "-pthread", "-DJAX_SM100_PIPELINE_DEBUG", "-I", str(include),
-         "-I", str(ROOT / "tests"), "-I", str(CUDA_INCLUDE), str(SRC), "-o", str(out)]
-  res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-  assert res.returncode == 0, f"build failed: {' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
-  return out
-
-
-def _run(binary: pathlib.Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-  res = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
-                       cwd=binary.parent)
-  print(res.stdout[-6000:], res.stderr[-3000:])
-  return res
+pytestmark = needs_toolchain
 
 
 def test_emulated_gemm(tmp_path):
-  binary = _build(ROOT / "ffi" / "include", tmp_path / "gemm_emu")
-  res = _run(binary, "--seed", str(secrets.randbits(31)))
+  binary = build(SRC, INCLUDE, tmp_path / "gemm_emu")
+  res = run(binary, "--seed", str(secrets.randbits(31)))
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 12 and all(l.startswith("ok ") for l in cases)
@@ -103,14 +63,4 @@ FAULTS = {
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_planted_fault_is_caught(fault, tmp_path):
   rel, old, new = FAULTS[fault]
-  include = tmp_path / "include"
-  shutil.copytree(ROOT / "ffi" / "include", include)
-  header = include / rel
-  text = header.read_text()
-  assert text.count(old) == 1, f"the mutation site moved: update FAULTS[{fault!r}]"
-  header.write_text(text.replace(old, new))
-  binary = _build(include, tmp_path / "gemm_emu_mutant")
-  res = _run(binary, "--quick", "--wait-ms", "3000", timeout=300)
-  failures = [l for l in res.stdout.splitlines() if l.startswith("FAIL")]
-  assert res.returncode != 0 and failures, f"planted fault {fault} went unnoticed"
-  print(f"planted fault {fault}: {failures[0][:300]}")
+  planted_fault_failures(SRC, fault, rel, old, new, tmp_path)

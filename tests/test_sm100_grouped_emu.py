@@ -17,34 +17,22 @@ store read it) and require the emulated run to fail.
 """
 from __future__ import annotations
 
-import pathlib
 import secrets
-import shutil
 
 import pytest
 
-from test_sm100_gemm_emu import CUDA_INCLUDE, CXX, ROOT, _run
+from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
-import subprocess
 
 SRC = ROOT / "tests" / "emu" / "sm100_grouped_emu_test.cc"
 ROLES = "jax_sm100/kernels/sm100/grouped_gemm_roles.h"
 
-pytestmark = pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None,
-                                reason="needs a C++ compiler and the CUDA toolkit headers")
-
-
-def _build(include: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-  cmd = [CXX, "-std=c++17", "-O1", "-pthread", "-DJAX_SM100_PIPELINE_DEBUG", "-I", str(include),
-         "-I", str(ROOT / "tests"), "-I", str(CUDA_INCLUDE), str(SRC), "-o", str(out)]
-  res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-  assert res.returncode == 0, f"build failed: {' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
-  return out
+pytestmark = needs_toolchain
 
 
 def test_emulated_grouped_gemm(tmp_path):
-  binary = _build(ROOT / "ffi" / "include", tmp_path / "grouped_emu")
-  res = _run(binary, "--seed", str(secrets.randbits(31)))
+  binary = build(SRC, INCLUDE, tmp_path / "grouped_emu")
+  res = run(binary, "--seed", str(secrets.randbits(31)))
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 9 and all(l.startswith("ok ") for l in cases)
@@ -83,14 +71,4 @@ FAULTS = {
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_planted_fault_is_caught(fault, tmp_path):
   old, new = FAULTS[fault]
-  include = tmp_path / "include"
-  shutil.copytree(ROOT / "ffi" / "include", include)
-  header = include / ROLES
-  text = header.read_text()
-  assert text.count(old) == 1, f"the mutation site moved: update FAULTS[{fault!r}]"
-  header.write_text(text.replace(old, new))
-  binary = _build(include, tmp_path / "grouped_emu_mutant")
-  res = _run(binary, "--quick", "--wait-ms", "3000", timeout=300)
-  failures = [l for l in res.stdout.splitlines() if l.startswith("FAIL")]
-  assert res.returncode != 0 and failures, f"planted fault {fault} went unnoticed"
-  print(f"planted fault {fault}: {failures[0][:300]}")
+  planted_fault_failures(SRC, fault, ROLES, old, new, tmp_path)

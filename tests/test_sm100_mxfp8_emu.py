@@ -18,43 +18,25 @@ scale tile copied to the wrong TMEM columns (B's into A's).
 from __future__ import annotations
 
 import secrets
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from test_sm100_gemm_emu import CUDA_INCLUDE, CXX, ROOT
+from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 SRC = ROOT / "tests" / "emu" / "sm100_mxfp8_emu_test.cc"
 
-pytestmark = pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None,
-                                reason="needs a C++ compiler and the CUDA toolkit headers")
-
-
-def _build(include, out):
-  cmd = [CXX, "-std=c++17", "-O1", "-pthread", "-DJAX_SM100_PIPELINE_DEBUG", "-I", str(include),
-         "-I", str(ROOT / "tests"), "-I", str(CUDA_INCLUDE), str(SRC), "-o", str(out)]
-  res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-  assert res.returncode == 0, f"build failed: {' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
-  return out
-
-
-def _run(binary, *args, timeout=600):
-  res = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
-                       cwd=binary.parent)
-  print(res.stdout[-6000:], res.stderr[-3000:])
-  return res
+pytestmark = needs_toolchain
 
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory):
-  return _build(ROOT / "ffi" / "include", tmp_path_factory.mktemp("mx_emu") / "mx_emu")
+  return build(SRC, INCLUDE, tmp_path_factory.mktemp("mx_emu") / "mx_emu")
 
 
 def test_emulated_mxfp8_gemm(binary):
-  res = _run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)))
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 6 and all(l.startswith("ok ") for l in cases)
@@ -67,14 +49,14 @@ def test_emulated_mxfp8_gemm(binary):
 
 
 def test_emulator_primitives(binary):
-  res = _run(binary, "--primitives", "--seed", str(secrets.randbits(31)), "--wait-ms", "5000")
+  res = run(binary, "--primitives", "--seed", str(secrets.randbits(31)), "--wait-ms", "5000")
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
 
 
 def test_decoders_match_ml_dtypes(binary):
   """The emulator's e4m3 / e5m2 / e8m0 decoding, all 256 codes, against ml_dtypes (the
   formats' reference implementation jax uses)."""
-  res = _run(binary, "--decoders")
+  res = run(binary, "--decoders")
   assert res.returncode == 0
   rows = [l.split() for l in res.stdout.splitlines()]
   assert len(rows) == 256
@@ -104,14 +86,4 @@ FAULTS = {
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_planted_fault_is_caught(fault, tmp_path):
   rel, old, new = FAULTS[fault]
-  include = tmp_path / "include"
-  shutil.copytree(ROOT / "ffi" / "include", include)
-  header = include / rel
-  text = header.read_text()
-  assert text.count(old) == 1, f"the mutation site moved: update FAULTS[{fault!r}]"
-  header.write_text(text.replace(old, new))
-  mutant = _build(include, tmp_path / "mx_emu_mutant")
-  res = _run(mutant, "--quick", "--wait-ms", "3000", timeout=300)
-  failures = [l for l in res.stdout.splitlines() if l.startswith("FAIL")]
-  assert res.returncode != 0 and failures, f"planted fault {fault} went unnoticed"
-  print(f"planted fault {fault}: {failures[0][:300]}")
+  planted_fault_failures(SRC, fault, rel, old, new, tmp_path)

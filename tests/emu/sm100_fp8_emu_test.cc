@@ -24,11 +24,15 @@
 #include <vector>
 
 #include "emu/emu_fp8_ops.h"
+#include "emu/fp8_test_data.h"
 #include "jax_sm100/kernels/sm100/fp8_plan.h"
 #include "jax_sm100/kernels/sm100/fp8_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
 using EmuOps = jax_sm100::emu::EmuFp8Ops;  // EmuOps + umma_f8f6f4
+using jax_sm100::emu::random_e4m3;
+using jax_sm100::emu::toolkit_e4m3;
+using jax_sm100::emu::toolkit_e5m2;
 
 namespace {
 
@@ -42,18 +46,6 @@ struct Case {
   bool c_nan;         ///< C all NaN (with beta == 0 it must not be read)
   uint32_t resident;  ///< clusters the emulated GPU runs at once (the rest are stolen)
 };
-
-/// The toolkit's value of an 8-bit code (independent of the emulator's decoder).
-double toolkit_e4m3(uint8_t code) {
-  __nv_fp8_e4m3 x;
-  x.__x = code;
-  return static_cast<double>(static_cast<float>(x));
-}
-double toolkit_e5m2(uint8_t code) {
-  __nv_fp8_e5m2 x;
-  x.__x = code;
-  return static_cast<double>(static_cast<float>(x));
-}
 
 bool check_decoder() {
   int bad = 0;
@@ -70,22 +62,6 @@ bool check_decoder() {
   }
   std::printf("%s e4m3/e5m2 decoding: 2 x 256 codes against cuda_fp8.h\n", bad ? "FAIL" : "ok  ");
   return bad == 0;
-}
-
-/// Random e4m3 codes (never NaN): mostly magnitudes 2^-2 .. 2^3, and one in eight drawn
-/// from every finite code (zeros, subnormals, 448).
-std::vector<uint8_t> random_e4m3(size_t n, std::mt19937& rng) {
-  std::uniform_int_distribution<int> byte(0, 255), exp(5, 10), mant(0, 7), pick(0, 7);
-  std::vector<uint8_t> v(n);
-  for (auto& x : v) {
-    uint8_t c;
-    do {
-      c = pick(rng) == 0 ? static_cast<uint8_t>(byte(rng))
-                         : static_cast<uint8_t>((byte(rng) & 0x80) | (exp(rng) << 3) | mant(rng));
-    } while ((c & 0x7f) == 0x7f);
-    x = c;
-  }
-  return v;
 }
 
 bool run_case(const Case& c, std::mt19937& rng) {

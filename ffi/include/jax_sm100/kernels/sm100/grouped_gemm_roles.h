@@ -60,10 +60,11 @@ JAX_SM100_ROLE void build_grouped_table(const GroupedOrder& o, const int32_t* si
 /// What a work item is.
 enum class GroupedWork { kNone, kZeros, kCompute };
 
-/// Decodes work item `work` (a cluster index of the launch) through the grouped order.
-template <class Ops>
-JAX_SM100_ROLE GroupedWork decode_work(const GroupedGemmParams<Ops>& p, const GroupTableEntry* table, int count,
-                                       int work, GroupSpan& cache, GroupedTile* tile) {
+/// Decodes work item `work` (a cluster index of the launch) through the grouped order
+/// (Params: GroupedGemmParams or the FP8 kernel's GroupedFp8GemmParams: order, group_sizes).
+template <class Params>
+JAX_SM100_ROLE GroupedWork decode_work(const Params& p, const GroupTableEntry* table, int count, int work,
+                                       GroupSpan& cache, GroupedTile* tile) {
   if (work >= count) return GroupedWork::kNone;  // past the tiles these group sizes have
   *tile = p.order.tile(table, p.group_sizes, work, cache);
   return tile->group < p.order.groups ? GroupedWork::kCompute : GroupedWork::kZeros;
@@ -161,7 +162,8 @@ struct alignas(16) Piece16 {
   uint32_t w[4];
 };
 
-template <class Cfg, class Ops, class Out>
+/// Params: GroupedGemmParams<Ops> or GroupedFp8GemmParams<Ops> (gemm.tma_d, out, n).
+template <class Cfg, class Ops, class Out, class Params = GroupedGemmParams<Ops>>
 struct GroupedTileStore {
   static constexpr int kCols = Cfg::kEpiRowBytes / static_cast<int>(sizeof(Out));  ///< columns per chunk
   static constexpr int kChunks = Cfg::kBlockN / kCols;
@@ -169,13 +171,13 @@ struct GroupedTileStore {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(Out));
 
   GemmStorage<Cfg, Ops>& s;
-  const GroupedGemmParams<Ops>& p;
+  const Params& p;
   uint32_t row;
   bool store_thread;
   uint32_t chunk_count = 0;      ///< chunks staged: picks the buffer
   bool last_was_tma = false;     ///< the previous chunk committed a TMA store group
 
-  JAX_SM100_ROLE GroupedTileStore(GemmStorage<Cfg, Ops>& storage, const GroupedGemmParams<Ops>& params, uint32_t r)
+  JAX_SM100_ROLE GroupedTileStore(GemmStorage<Cfg, Ops>& storage, const Params& params, uint32_t r)
       : s(storage), p(params), row(r), store_thread(r == 0) {
     if (store_thread) Ops::prefetch_map(&p.gemm.tma_d);
   }
@@ -221,11 +223,28 @@ struct GroupedTileStore {
     last_was_tma = tma;
   }
 
+  /// The tile's rows in no group: zeros in every chunk (no accumulator).
+  JAX_SM100_ROLE void zero_tile(int n_col, int m_row, int rows_valid) {
+    for (int c = 0; c < kChunks; ++c) {
+      chunk(c, n_col, m_row, rows_valid, [&](uint8_t* dbuf) {
+        const uint8_t zero[16] = {};
+        for (int q = 0; q < kPieces; ++q) std::memcpy(dbuf + epi_chunk_offset(row, q), zero, 16);
+      });
+    }
+  }
+
   /// After the last tile: every store has completed before the CTA exits.
   JAX_SM100_ROLE void finish() {
     if (store_thread) Ops::tma_store_wait_all();
   }
 };
+
+/// Rows of tile t that may be written: kBlockM (the whole box, by TMA) when all its rows
+/// are the group's or it runs past M only (TMA clips there); else only the group's rows.
+template <class Cfg>
+JAX_SM100_ROLE int grouped_rows_valid(const GroupedTile& t, int m) {
+  return (t.row_end - t.row0 >= Cfg::kBlockM || t.row_end >= m) ? Cfg::kBlockM : t.row_end - t.row0;
+}
 
 // ------------------------------------------------------------------------------------
 // Warps 4..7: epilogue (thread = output row = TMEM lane).
@@ -250,17 +269,9 @@ JAX_SM100_ROLE void grouped_epilogue_role(GemmStorage<Cfg, Ops>& s, const Groupe
     const GroupedWork kind = decode_work(p, table, count, work, cache, &t);
     if (kind == GroupedWork::kNone) continue;
     const int n_col = t.n_tile * Cfg::kBlockN;
-    // The whole box may be stored when all its rows are the group's, or it runs past M
-    // only (TMA clips there); else only the group's rows.
-    const int rows_valid = (t.row_end - t.row0 >= Cfg::kBlockM || t.row_end >= p.order.m) ? Cfg::kBlockM
-                                                                                            : t.row_end - t.row0;
+    const int rows_valid = grouped_rows_valid<Cfg>(t, p.order.m);
     if (kind == GroupedWork::kZeros) {  // rows in no group: zeros, no accumulator
-      for (int chunk = 0; chunk < Store::kChunks; ++chunk) {
-        store.chunk(chunk, n_col, t.row0, rows_valid, [&](uint8_t* dbuf) {
-          const uint8_t zero[16] = {};
-          for (int q = 0; q < Store::kPieces; ++q) std::memcpy(dbuf + epi_chunk_offset(row, q), zero, 16);
-        });
-      }
+      store.zero_tile(n_col, t.row0, rows_valid);
       continue;
     }
     auto acc = acc_pipe.acquire_epilogue_stage();  // waits for the MMA's commit
