@@ -1,5 +1,6 @@
-"""The self-test family of the bf16/fp16 M-grouped GEMM (`grouped_gemm`), registered in
-jax_sm100._selftest_families.FAMILIES (which imports this module at its end)."""
+"""The self-test families of the M-grouped GEMMs (`grouped_gemm`: bf16/fp16;
+`fp8_grouped_gemm`: FP8 blockwise), registered in jax_sm100._selftest_families.FAMILIES
+(which imports this module at its end)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_sm100 import tuning
-from jax_sm100._selftest_families import _UNIT_ROUNDOFF, FAMILIES, Case, Family
+from jax_sm100._selftest_families import (_UNIT_ROUNDOFF, FAMILIES, Case, Family, _fp8_expected,
+                                         _fp8_scales)
 
 # ---------------------------------------------------------------------------
 # The bf16/fp16 M-grouped GEMM (jax_sm100_grouped_gemm: ragged_dot's forward and its lhs
@@ -91,3 +93,85 @@ FAMILIES["grouped_gemm"] = Family("grouped_gemm", ("jax_sm100_grouped_gemm",),
                                   lambda tilings: _grouped_cases("grouped_gemm", tilings),
                                   _grouped_tilings, _grouped_kernel, _grouped_reference,
                                   _grouped_expected)
+
+
+# ---------------------------------------------------------------------------
+# The FP8 blockwise M-grouped GEMM (jax_sm100_fp8_grouped_gemm: fp8_grouped_matmul,
+# fp8_ragged_dot's forward and dx). A case is a (M, K) e4m3 x b (G, N, K) e4m3 per group
+# with the dense FP8 family's scales (powers of two read off each block's first element,
+# per group for b), bf16 out, zeros for the rows in no group.
+# ---------------------------------------------------------------------------
+
+# (M, N, K, sizes): uneven groups with an empty one and one smaller than a tile, rows in
+# no group, N across three B-scale blocks; G = 1 ending mid-tile; many small and empty
+# groups, K across five K blocks (the rings wrap) with a partial last one.
+_FP8_GROUPED_CASES = (
+    (300, 264, 272, (150, 0, 37, 90)),
+    (257, 136, 144, (257,)),
+    (250, 392, 560, (3, 0, 60, 1, 0, 129, 2, 0, 40)),
+)
+
+
+def _fp8_grouped_cases(family: str, tilings: tuple) -> list:
+  out = []
+  for ti, tiling in enumerate(tilings):
+    for ci, (m, n, k, sizes) in enumerate(_FP8_GROUPED_CASES):
+      if (ti + ci) % 2 == 1 and len(tilings) > 1 and ci != 1:
+        continue  # each tiling sees the G = 1 case and every other of the rest
+      out.append(GroupedCase(family, tiling, False, True, "float8_e4m3fn", "bfloat16", (m, k),
+                             (len(sizes), n, k), sizes=sizes))
+  return out
+
+
+def _fp8_grouped_tilings(backend: str) -> tuple:
+  """The FP8 grouped target's tiles on `backend` (sm100: 128-row ones; elsewhere, CPUs
+  included, the sm90 set)."""
+  return tuple((bm, bn, 1) for bm, bn in tuning.grouped_tilings("fp8", backend))
+
+
+def _fp8_grouped_scales(a, b):
+  """a_scale (M, ceil(K/128)), b_scale (G, ceil(N/128), ceil(K/128)) as _fp8_scales."""
+  sa = _fp8_scales(a, b[0])[0]
+  sb = np.stack([_fp8_scales(a, bg)[1] for bg in np.asarray(b)])
+  return sa, sb
+
+
+def _fp8_grouped_kernel(case: GroupedCase, a, b, c):
+  from jax_sm100._launch import grouped as launch
+  from jax_sm100._launch.fp8 import transpose_a_scale
+  sa, sb = _fp8_grouped_scales(a, b)
+  forced = tuning.GroupedConfig(case.tiling[0], case.tiling[1])
+  fn = launch._fp8_kernel(forced)
+  gs = jnp.asarray(case.sizes, jnp.int32)
+  return jax.jit(lambda a, sa, b, sb: fn(a, transpose_a_scale(sa), b, sb, gs))(a, sa, b, sb)
+
+
+def _fp8_grouped_reference(case: GroupedCase, a, b, c):
+  from jax_sm100._launch import grouped as launch
+  sa, sb = _fp8_grouped_scales(a, b)
+  gs = jnp.asarray(case.sizes, jnp.int32)
+  return jax.jit(lambda a, sa, b, sb: launch.ref_fp8_grouped(
+      a, sa, b, sb, gs, jnp.dtype(case.out_dtype)))(a, sa, b, sb)
+
+
+def _fp8_grouped_expected(case: GroupedCase, a, b, c):
+  """(float64 result, scalar tolerance): per group, the dense FP8 family's expectation on
+  its rows (_fp8_expected's bound); zeros for the rows in no group."""
+  a, b = np.asarray(a), np.asarray(b)
+  want = np.zeros((a.shape[0], b.shape[1]))
+  tol = 1e-30
+  start = 0
+  for g, size in enumerate(case.sizes):
+    end = min(start + max(size, 0), a.shape[0])
+    if end > start:
+      dense = dataclasses.replace(case, a_shape=(end - start, a.shape[1]), b_shape=b.shape[1:])
+      want[start:end], t = _fp8_expected(dense, a[start:end], b[g], None)
+      tol = max(tol, t)
+    start = end
+  return want, tol
+
+
+FAMILIES["fp8_grouped_gemm"] = Family("fp8_grouped_gemm", ("jax_sm100_fp8_grouped_gemm",),
+                                      lambda tilings: _fp8_grouped_cases("fp8_grouped_gemm", tilings),
+                                      _fp8_grouped_tilings, _fp8_grouped_kernel,
+                                      _fp8_grouped_reference, _fp8_grouped_expected)

@@ -22,13 +22,26 @@ GROUPED_TILINGS_BY_KIND = {"gemm": ((128, 128), (128, 256)),
                            "kgrouped": ((128, 128), (128, 256)),
                            "fp8": ((128, 128), (128, 256), (256, 128))}
 GROUPED_TILINGS = tuple(sorted({t for v in GROUPED_TILINGS_BY_KIND.values() for t in v}))
+# Per architecture, kinds whose kernel has fewer tiles than the target accepts (elsewhere
+# GROUPED_TILINGS_BY_KIND): the sm100 FP8 grouped kernel has 128-row tiles only (its
+# handler refuses 256 x 128).
+ARCH_GROUPED_TILINGS = {"sm100": {"fp8": ((128, 128), (128, 256))}}
+
+
+def grouped_tilings(kind: str, arch: str) -> tuple:
+  """The (block_m, block_n) tiles the `kind` grouped kernel has on `arch` ('sm90',
+  'sm100'; other keys: every tile the target accepts)."""
+  return ARCH_GROUPED_TILINGS.get(arch, {}).get(kind, GROUPED_TILINGS_BY_KIND[kind])
+
 
 # Per architecture and kind: the tiles in order of preference. A tile is taken while its
 # output tiles (an upper bound: every group may add one partial M tile) still fill every
 # SM and the mean rows per group reach its "min_rows" (a group's last, partial tile
 # wastes half a tile on average: 256-row tiles pay that back only on large groups).
 GROUPED_HEURISTICS = {"sm90": {"gemm": ((128, 256), (128, 128)), "kgrouped": ((128, 128),),
-                               "fp8": ((256, 128), (128, 128))}}
+                               "fp8": ((256, 128), (128, 128))},
+                      "sm100": {"gemm": ((128, 256), (128, 128)), "kgrouped": ((128, 128),),
+                                "fp8": ((128, 128),)}}
 GROUPED_MIN_ROWS = {(256, 128): 1024}
 
 
@@ -67,15 +80,17 @@ def grouped_config(m: int, n: int, k: int, groups: int, *, kind: str = "gemm",
                      f"got {kind!r}.")
   if forced is _IN_FORCE:
     forced = current().grouped
+  dev = _device(device)
+  arch = _arch(dev)
   if forced is not None:
     tile = (forced.block_m, forced.block_n)
-    if tile not in GROUPED_TILINGS_BY_KIND[kind]:
+    have = grouped_tilings(kind, arch)
+    if tile not in have:
       raise ValueError(f"jax_sm100.tuning.override(grouped={forced}): the {kind!r} grouped "
-                       f"kernel has no {tile} tile; it has "
-                       f"{', '.join(map(str, GROUPED_TILINGS_BY_KIND[kind]))}.")
+                       f"kernel has no {tile} tile on {arch}; it has "
+                       f"{', '.join(map(str, have))}.")
     return forced, f"override(grouped={forced})"
-  dev = _device(device)
-  table = GROUPED_HEURISTICS.get(_arch(dev), GROUPED_HEURISTICS["sm90"])[kind]
+  table = GROUPED_HEURISTICS.get(arch, GROUPED_HEURISTICS["sm90"])[kind]
   sms = sm_count(dev)
   mean_rows = m / max(groups, 1)
   for bm, bn in table:

@@ -42,7 +42,8 @@ __all__ = [
     "FP8_TILINGS", "HEURISTICS", "SM_COUNTS", "DEFAULT_SM_COUNT", "sm_count", "gemm_config",
     "gemm_tilings", "fp8_config", "override", "current", "fp8_fused_scales", "explain",
     "Settings",
-    "GroupedConfig", "GROUPED_TILINGS", "GROUPED_TILINGS_BY_KIND", "grouped_config",
+    "GroupedConfig", "GROUPED_TILINGS", "GROUPED_TILINGS_BY_KIND", "ARCH_GROUPED_TILINGS",
+    "grouped_tilings", "grouped_config",
     "SM100_FP8_TILINGS", "ARCH_FP8_TILINGS",
 ]
 
@@ -461,7 +462,8 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
     default, ~/.cache/jax_sm100/autotune-<GPU kind>.json) or False (none).
   grouped: a GroupedConfig for every grouped launch (ragged_dot, its gradients,
     fp8_grouped_matmul, fp8_ragged_dot); a tile that a launch's kind lacks
-    (GROUPED_TILINGS_BY_KIND: 256-row tiles are FP8 only) raises ValueError when traced.
+    (grouped_tilings(kind, arch): 256-row tiles are FP8 only, and not on sm100) raises
+    ValueError when traced.
   Omitted arguments keep the enclosing setting. Thread- and task-local
   (contextvars). Read at trace time: a function already traced by jax.jit keeps
   the configuration it was traced with; the choice shows in the lowered HLO as the
@@ -560,7 +562,8 @@ def explain(fn, *args, **kwargs):
 
 # The grouped GEMMs' configurations (their own module; re-exported here).
 from jax_sm100._tuning_grouped import (  # noqa: E402
-    GROUPED_HEURISTICS, GROUPED_TILINGS, GROUPED_TILINGS_BY_KIND, GroupedConfig, grouped_config)
+    ARCH_GROUPED_TILINGS, GROUPED_HEURISTICS, GROUPED_TILINGS, GROUPED_TILINGS_BY_KIND,
+    GroupedConfig, grouped_config, grouped_tilings)
 
 # Environment variables that selected kernel variants before configs were data.
 _RETIRED_ENV = ("JAX_SM100_FP8_FUSED_SCALES", "JAX_SM100_SM90_CONFIG", "JAX_SM100_SM90_CLUSTER",

@@ -385,6 +385,27 @@ def test_grouped_config_fp8_tile_height_follows_group_rows():
     assert tuning.grouped_config(8 * need, 2048, 7168, 8, kind=kind)[0].block_m == 128
 
 
+def test_grouped_config_sm100_fp8_has_128_row_tiles_only(monkeypatch):
+  """On sm100 the FP8 grouped kernel is 128 x 128 (128 x 256 runs it too): the heuristic
+  never picks 256 rows there, a forced 256 x 128 raises naming the tiles it has, and the
+  family's self-test covers exactly those tiles."""
+  from jax_sm100 import selftest
+  need = _tuning_grouped.GROUPED_MIN_ROWS[(256, 128)]
+  assert tuning.grouped_config(8 * need, 2048, 7168, 8, kind="fp8")[0].block_m == 256  # sm90
+  monkeypatch.setattr(_tuning_grouped, "_arch", lambda dev: "sm100")
+  cfg, why = tuning.grouped_config(8 * need, 2048, 7168, 8, kind="fp8")
+  assert (cfg.block_m, cfg.block_n) == (128, 128), why
+  with pytest.raises(ValueError, match=r"no \(256, 128\) tile on sm100; it has \(128, 128\), "
+                                       r"\(128, 256\)"):
+    tuning.grouped_config(8 * need, 2048, 7168, 8, kind="fp8",
+                          forced=tuning.GroupedConfig(256, 128))
+  assert tuning.grouped_config(64, 256, 256, 2, kind="fp8",
+                               forced=tuning.GroupedConfig(128, 256))[0].block_n == 256
+  tiles = {c.tiling for c in selftest.cases("fp8_grouped_gemm", "sm100")}
+  assert tiles == {(128, 128, 1), (128, 256, 1)}
+  assert (256, 128, 1) in {c.tiling for c in selftest.cases("fp8_grouped_gemm", "sm90")}
+
+
 def test_grouped_override_is_honoured_and_checked(rng, cpu_ffi):
   """override(grouped=...) reaches the custom call's attributes; a tile the kind lacks
   raises at trace time, naming the tiles it has; the CPU handlers accept exactly the

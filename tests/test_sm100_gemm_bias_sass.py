@@ -18,15 +18,14 @@ the stub / budget definitions are theirs.
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from test_sm100_sass import (
     SASS_CLC_TRY_CANCEL, SASS_TMA_LOAD, SASS_TMA_STORE, SASS_TMEM_LOAD, SASS_UMMA,
-    SASS_UMMA_COMMIT, _base, _cuobjdump, _demangle, _extension_sass, _ffi, _need_arch, _tool,
-    budget_problems, cta_group_problems, has, is_stub, parse_res_usage, parse_sass)
+    SASS_UMMA_COMMIT, _base, _cuobjdump, _extension_sass, _ffi, _need_arch, check_usage,
+    compile_unit, cta_group_problems, has, is_stub, parse_res_usage, parse_sass)
 
 REPO = Path(__file__).resolve().parents[1]
 UNITS = sorted((REPO / "ffi" / "src" / "sm100").glob("gemm_bias_inst_*.cu"))
@@ -76,29 +75,11 @@ def bias_problems(kernels):
   return problems + cta_group_problems(kernels)
 
 
-def _jax_ffi_include():
-  jax = pytest.importorskip("jax")
-  return jax.ffi.include_dir()
-
-
 @pytest.fixture(scope="module")
 def unit_cubins(tmp_path_factory):
-  nvcc = _tool("nvcc")
-  if nvcc is None:
-    pytest.skip("nvcc not available: cannot compile the sm_100a launch units")
   assert len(UNITS) == 4, UNITS
   out_dir = tmp_path_factory.mktemp("bias_sass")
-  cubins = []
-  for unit in UNITS:
-    cubin = out_dir / (unit.stem + ".cubin")
-    cmd = [nvcc, "-std=c++17", "-cubin", "-gencode", "arch=compute_100a,code=sm_100a",
-           "--expt-relaxed-constexpr", "-I", str(REPO / "ffi" / "include"), "-I",
-           str(REPO / "ffi" / "src"), "-I", _jax_ffi_include(), "-DJAX_SM100_WITH_CUDA=1",
-           "-DJAX_SM100_HAS_SM100=1", "-o", str(cubin), str(unit)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, f"nvcc failed on {unit.name}:\n{out.stderr[-4000:]}"
-    cubins.append(cubin)
-  return cubins
+  return [compile_unit(unit, out_dir) for unit in UNITS]
 
 
 def _check(kernels, usage, capsys, where):
@@ -106,21 +87,7 @@ def _check(kernels, usage, capsys, where):
   assert {_activation(n) for n in kernels} == {0, 1, 2, 3, 4}
   problems = bias_problems(kernels)
   assert not problems, "\n".join(problems)
-  names = sorted({_base(n) for n in kernels})
-  missing = [n for n in names if n not in usage]
-  assert not missing, f"no -res-usage entry for {missing}"
-  pretty = _demangle(names)
-  with capsys.disabled():
-    print(f"\n  ptxas usage of the sm_100a {KERNEL} instantiations ({where}):")
-    print(f"  {'REG':>4} {'SHARED':>7} {'STACK':>5} {'LOCAL':>5}  kernel")
-    for n in names:
-      u = usage[n]
-      print(f"  {u.get('REG', -1):>4} {u.get('SHARED', -1):>7} {u.get('STACK', -1):>5} "
-            f"{u.get('LOCAL', -1):>5}  {pretty[n]}")
-  over = budget_problems({pretty[n]: usage[n] for n in names})
-  assert not over, "over budget:\n" + "\n".join(over)
-  spilled = [pretty[n] for n in names if usage[n].get("STACK", 0) or usage[n].get("LOCAL", 0)]
-  assert not spilled, f"stack / local memory (spills) in {spilled}"
+  check_usage(kernels, usage, capsys, f"the sm_100a {KERNEL} instantiations ({where})")
 
 
 def test_bias_check_rejects():

@@ -412,3 +412,45 @@ def test_no_trap_stubs(arch):
   assert functions, f"no {arch} functions in {_ffi.library_path()}"
   stubs = sorted(n for n, body in functions.items() if is_stub(body))
   assert not stubs, f"{len(stubs)} trap stubs in the {arch} code, e.g. {stubs[:3]}"
+
+
+# --- shared by the per-kernel SASS tests (grouped, FP8 grouped, bias) -----------------
+
+
+def compile_unit(unit: Path, out_dir: Path) -> Path:
+  """nvcc -cubin of one sm_100a launch unit (ffi/src/sm100/*.cu) as the build compiles it;
+  skips where nvcc is missing."""
+  nvcc = _tool("nvcc")
+  if nvcc is None:
+    pytest.skip("nvcc not available: cannot compile the sm_100a launch units")
+  jax = pytest.importorskip("jax")
+  repo = Path(__file__).resolve().parents[1]
+  cubin = out_dir / (unit.stem + ".cubin")
+  cmd = [nvcc, "-std=c++17", "-cubin", "-gencode", "arch=compute_100a,code=sm_100a",
+         "--expt-relaxed-constexpr", "-I", str(repo / "ffi" / "include"), "-I",
+         str(repo / "ffi" / "src"), "-I", jax.ffi.include_dir(), "-DJAX_SM100_WITH_CUDA=1",
+         "-DJAX_SM100_HAS_SM100=1", "-o", str(cubin), str(unit)]
+  out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+  assert out.returncode == 0, f"nvcc failed on {unit.name}:\n{out.stderr[-4000:]}"
+  return cubin
+
+
+def check_usage(kernels, usage, capsys, title):
+  """Prints ptxas's usage of each of `kernels` ({name: mnemonics}) under `title` and
+  asserts every one has an entry, fits the register / shared-memory budgets and uses no
+  stack or local memory (no spills, no dynamically indexed accumulator)."""
+  names = sorted({_base(n) for n in kernels})
+  missing = [n for n in names if n not in usage]
+  assert not missing, f"no -res-usage entry for {missing}"
+  pretty = _demangle(names)
+  with capsys.disabled():
+    print(f"\n  ptxas usage of {title}:")
+    print(f"  {'REG':>4} {'SHARED':>7} {'STACK':>5} {'LOCAL':>5}  kernel")
+    for n in names:
+      u = usage[n]
+      print(f"  {u.get('REG', -1):>4} {u.get('SHARED', -1):>7} {u.get('STACK', -1):>5} "
+            f"{u.get('LOCAL', -1):>5}  {pretty[n]}")
+  over = budget_problems({pretty[n]: usage[n] for n in names})
+  assert not over, "over budget:\n" + "\n".join(over)
+  spilled = [pretty[n] for n in names if usage[n].get("STACK", 0) or usage[n].get("LOCAL", 0)]
+  assert not spilled, f"stack / local memory (spills) in {spilled}"

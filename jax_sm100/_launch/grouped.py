@@ -246,7 +246,11 @@ def fp8_grouped(ctx, a, a_scale, b, b_scale, gs, a_scale_transposed: bool, out_d
       return f"inputs {a.dtype.name} x {b.dtype.name}: the kernel takes float8_e4m3fn"
     if out_dtype != BF16:
       return f"output {out_dtype.name}: the kernel writes bfloat16"
-    return "an empty operand" if min(m, n, k, g) == 0 else f"K = {k} > {FP8_MAX_K}"
+    if min(m, n, k, g) == 0:
+      return "an empty operand"
+    if k > FP8_MAX_K:
+      return f"K = {k} > {FP8_MAX_K}"
+    return _selftest_guard.refusal(ctx, FP8_TARGET)
 
   _explain.note_reference(FP8_TARGET, [a.shape, a_scale.shape, b.shape, b_scale.shape], why)
   if a_scale_transposed:
@@ -255,6 +259,8 @@ def fp8_grouped(ctx, a, a_scale, b, b_scale, gs, a_scale_transposed: bool, out_d
 
 
 def fp8_kernel_ok(ctx, m: int, n: int, k: int, g: int, out_dtype) -> bool:
-  """Whether an e4m3 grouped product (M, K) x (G, N, K) -> out_dtype runs the kernel."""
+  """Whether an e4m3 grouped product (M, K) x (G, N, K) -> out_dtype runs the kernel (on
+  sm100 only once its family's first-use self-test has passed)."""
   return (ctx.can_call(FP8_TARGET) and np.dtype(out_dtype) == BF16
-          and min(m, n, k, g) > 0 and k <= FP8_MAX_K)
+          and min(m, n, k, g) > 0 and k <= FP8_MAX_K
+          and _selftest_guard.refusal(ctx, FP8_TARGET) is None)

@@ -11,6 +11,7 @@
 #include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/fp8_gemm.cuh"
 #include "jax_sm100/kernels/sm100/fp8_plan.h"
+#include "sm100/fp8_tensor_map.h"
 
 namespace jax_sm100::host {
 
@@ -27,30 +28,6 @@ std::string check_sm100_fp8_tiling(const Fp8Tiling& t) {
   return "the sm100 FP8 GEMM has no kernel for " +
          fp8_form_str(t.block_m, t.block_n, t.cluster, t.pair_along_n) + "; on sm100 the valid ones are " + set;
 }
-
-namespace {
-
-/// MapSpec -> CUtensorMap through the one encoder (common/tensor_map.h).
-std::string encode(const ks::MapSpec& s, ks::Fp8Operand which, CUtensorMap* map) {
-  TensorMapSpec t;
-  t.base = s.base;
-  t.dtype = which == ks::Fp8Operand::kAScale ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-            : which == ks::Fp8Operand::kC || which == ks::Fp8Operand::kD ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                         : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  t.elem_bytes = s.elem_bytes;
-  t.rank = 3;
-  t.inner = s.inner;
-  t.outer = s.outer;
-  t.batch = s.batch;
-  t.row_pitch_bytes = s.row_pitch;
-  t.box_inner = s.box_inner;
-  t.box_outer = s.box_outer;
-  t.swizzle = s.swizzle_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE;
-  if (s.swizzle_bytes != 128 && s.swizzle_bytes != 0) return "unexpected TMA swizzle span";
-  return encode_tensor_map(map, t);
-}
-
-}  // namespace
 
 std::string sm100_fp8_gemm_launch(const Fp8GemmProblem& pr, cudaStream_t stream) {
   using Cfg = ks::Fp8GemmConfig;
@@ -73,7 +50,7 @@ std::string sm100_fp8_gemm_launch(const Fp8GemmProblem& pr, cudaStream_t stream)
   const ks::Fp8GemmPlan plan = ks::plan_fp8_gemm(g, &err);
   if (!err.empty()) return err;
   ks::Fp8GemmParams<ks::DeviceOps> params{};
-  err = ks::make_fp8_gemm_params<ks::DeviceOps>(g, plan, encode, &params);
+  err = ks::make_fp8_gemm_params<ks::DeviceOps>(g, plan, encode_fp8_map, &params);
   if (!err.empty()) return err;
   return launch_clusters<ks::sm100_fp8_gemm_kernel<Cfg>>(Cfg::kClusterM, Cfg::kThreads,
                                                         ks::sm100_fp8_gemm_smem_bytes<Cfg>(), plan.grid_ctas,
