@@ -47,7 +47,7 @@ def _sm90_gpu_present() -> bool:
 SOURCE_TREE_MODULES = frozenset({
     "test_emu_primitives.py", "test_sm100_gemm_emu.py", "test_sm100_fp8_emu.py",
     "test_sm100_mxfp8_emu.py", "test_sm100_grouped_emu.py", "test_sm100_gemm_bias_emu.py",
-    "test_sm100_grouped_fp8_emu.py",
+    "test_sm100_grouped_fp8_emu.py", "test_sm100_kgrouped_emu.py",
     "test_pipeline_host.py", "test_fast_divisor.py", "test_grouped_scheduler.py",
     "test_generated_sources.py", "test_setup.py"})
 

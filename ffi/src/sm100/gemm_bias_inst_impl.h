@@ -15,35 +15,11 @@
 #include "jax_sm100/kernels/sm100/gemm_bias.cuh"
 #include "jax_sm100/kernels/sm100/gemm_plan.h"
 #include "sm100/gemm_launch.h"
+#include "sm100/tensor_map_16bit.h"
 
 namespace jax_sm100::host::sm100_detail {
 
 namespace ks = jax_sm100::kernels::sm100;
-
-template <class X>
-CUtensorMapDataType map_dtype() {
-  if constexpr (std::is_same_v<X, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  else if constexpr (std::is_same_v<X, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
-
-/// MapSpec -> CUtensorMap through the one encoder (common/tensor_map.h).
-template <class X>
-std::string encode(const ks::MapSpec& s, CUtensorMap* map) {
-  TensorMapSpec t;
-  t.base = s.base;
-  t.dtype = map_dtype<X>();
-  t.elem_bytes = s.elem_bytes;
-  t.rank = 3;
-  t.inner = s.inner;
-  t.outer = s.outer;
-  t.batch = s.batch;
-  t.row_pitch_bytes = s.row_pitch;
-  t.box_inner = s.box_inner;
-  t.box_outer = s.box_outer;
-  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  return encode_tensor_map(map, t);
-}
 
 /// The GEMM's part of a launch, from the validated problem.
 template <class Out>

@@ -14,6 +14,7 @@
 #include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/grouped_gemm.cuh"
 #include "jax_sm100/kernels/sm100/grouped_gemm_plan.h"
+#include "sm100/tensor_map_16bit.h"
 
 namespace jax_sm100::host {
 
@@ -31,30 +32,7 @@ std::string check_sm100_grouped_tiling(const GroupedTiling& t) {
 
 namespace {
 
-template <class X>
-CUtensorMapDataType map_dtype() {
-  if constexpr (std::is_same_v<X, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  else if constexpr (std::is_same_v<X, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
-
-/// MapSpec -> CUtensorMap through the one encoder (common/tensor_map.h).
-template <class X>
-std::string encode(const ks::MapSpec& s, CUtensorMap* map) {
-  TensorMapSpec t;
-  t.base = s.base;
-  t.dtype = map_dtype<X>();
-  t.elem_bytes = s.elem_bytes;
-  t.rank = 3;
-  t.inner = s.inner;
-  t.outer = s.outer;
-  t.batch = s.batch;
-  t.row_pitch_bytes = s.row_pitch;
-  t.box_inner = s.box_inner;
-  t.box_outer = s.box_outer;
-  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  return encode_tensor_map(map, t);
-}
+using sm100_detail::encode;
 
 template <class Cfg, class T, class Out>
 std::string launch(const GroupedGemmProblem& pr, cudaStream_t stream) {

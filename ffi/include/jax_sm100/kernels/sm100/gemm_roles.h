@@ -96,13 +96,42 @@ JAX_SM100_ROLE void mma_role(GemmStorage<Cfg, Ops>& s, const GemmParams<Ops>& p,
 // ------------------------------------------------------------------------------------
 // Warps 4..7: epilogue (thread = output row = TMEM lane): alpha * acc (+ beta * C).
 // ------------------------------------------------------------------------------------
+/// This thread's row of staging chunk `chunk` (kCols columns of the accumulator whose
+/// row starts at TMEM address taddr) as Out = alpha * acc (+ beta * C from cbuf when not
+/// null), 16 columns per tcgen05.ld, 16-byte pieces at their 128B-swizzled offsets.
+template <class Ops, class Out, int kCols>
+JAX_SM100_ROLE void fill_accumulator_chunk(uint32_t taddr, int chunk, uint32_t row, uint8_t* dbuf,
+                                           const uint8_t* cbuf, float alpha, float beta) {
+  constexpr int kPerLoad = 16;  // TMEM columns per load
+  constexpr int kChunksPerLoad = kPerLoad * static_cast<int>(sizeof(Out)) / 16;
+  for (int j = 0; j < kCols / kPerLoad; ++j) {
+    uint32_t v[kPerLoad];
+    Ops::tmem_load_32x32b_x16(taddr + chunk * kCols + j * kPerLoad, v);
+    Ops::tmem_wait_ld();
+    Out out[kPerLoad];
+    Out cvals[kPerLoad];
+    if (cbuf != nullptr) {
+      for (int q = 0; q < kChunksPerLoad; ++q)
+        std::memcpy(reinterpret_cast<uint8_t*>(cvals) + q * 16,
+                    cbuf + epi_chunk_offset(row, j * kChunksPerLoad + q), 16);
+    }
+    for (int i = 0; i < kPerLoad; ++i) {
+      float x;
+      std::memcpy(&x, &v[i], 4);
+      float y = alpha * x;
+      if (cbuf != nullptr) y += beta * static_cast<float>(cvals[i]);
+      out[i] = static_cast<Out>(y);
+    }
+    for (int q = 0; q < kChunksPerLoad; ++q)
+      std::memcpy(dbuf + epi_chunk_offset(row, j * kChunksPerLoad + q),
+                  reinterpret_cast<const uint8_t*>(out) + q * 16, 16);
+  }
+}
+
 template <class Cfg, class Ops, class Out>
 JAX_SM100_ROLE void epilogue_role(GemmStorage<Cfg, Ops>& s, const GemmParams<Ops>& p, uint32_t tmem_base) {
   using Barrier = typename Ops::Barrier;
   using Store = TileStore<Cfg, Ops, Out>;
-  constexpr int kCols = Store::kCols;  // columns per chunk
-  constexpr int kPerLoad = 16;         // TMEM columns per load
-  constexpr int kChunksPerLoad = kPerLoad * static_cast<int>(sizeof(Out)) / 16;
   pipeline::OutputTilePipeline<Cfg::kAccStages, Barrier> acc_pipe(s.acc_bars, tmem_base, Cfg::kBlockN, "accumulator");
   WorkIterator<Cfg, Ops> work_items(s);
   const uint32_t row = Ops::thread_idx() - Cfg::kWarpEpilogue * 32;  // 0..127; warp w covers TMEM lanes 32 * (w % 4) ..
@@ -115,28 +144,7 @@ JAX_SM100_ROLE void epilogue_role(GemmStorage<Cfg, Ops>& s, const GemmParams<Ops
     const uint32_t taddr = acc.tmem_offset() + (((row / 32) * 32) << 16);
     for (int chunk = 0; chunk < Store::kChunks; ++chunk) {
       store.chunk(chunk, t.n_col, t.m_row, t.batch, [&](uint8_t* dbuf, const uint8_t* cbuf) {
-        for (int j = 0; j < kCols / kPerLoad; ++j) {
-          uint32_t v[kPerLoad];
-          Ops::tmem_load_32x32b_x16(taddr + chunk * kCols + j * kPerLoad, v);
-          Ops::tmem_wait_ld();
-          Out out[kPerLoad];
-          Out cvals[kPerLoad];
-          if (cbuf != nullptr) {
-            for (int q = 0; q < kChunksPerLoad; ++q)
-              std::memcpy(reinterpret_cast<uint8_t*>(cvals) + q * 16,
-                          cbuf + epi_chunk_offset(row, j * kChunksPerLoad + q), 16);
-          }
-          for (int i = 0; i < kPerLoad; ++i) {
-            float x;
-            std::memcpy(&x, &v[i], 4);
-            float y = p.alpha * x;
-            if (cbuf != nullptr) y += p.beta * static_cast<float>(cvals[i]);
-            out[i] = static_cast<Out>(y);
-          }
-          for (int q = 0; q < kChunksPerLoad; ++q)
-            std::memcpy(dbuf + epi_chunk_offset(row, j * kChunksPerLoad + q),
-                        reinterpret_cast<const uint8_t*>(out) + q * 16, 16);
-        }
+        fill_accumulator_chunk<Ops, Out, Store::kCols>(taddr, chunk, row, dbuf, cbuf, p.alpha, p.beta);
       });
     }
     // Every TMEM read of this accumulator is complete: free it (the even CTA's barrier).
