@@ -16,9 +16,9 @@ reach the kernels as int32 clipped to [0, M] (the same groups), read on the devi
 no host synchronisation, safe inside CUDA graphs.
 
 Paths: the kernels on backend() 'sm90' (and the CPU handlers on 'cpu_ffi') for bf16/fp16
-inputs of one dtype (FP8: e4m3 with a bf16 output), and on 'sm100' the M-grouped kernels
-(bf16/fp16 and FP8) behind their first-use self-tests; the reference (lax.ragged_dot in
-fp32, or dequantize + lax.ragged_dot) everywhere else (on sm100: the K-grouped target), and for the
+inputs of one dtype (FP8: e4m3 with a bf16 output), and on 'sm100' the same three kernels
+behind their first-use self-tests; the reference (lax.ragged_dot in fp32, or dequantize +
+lax.ragged_dot) everywhere else, and for the
 targets named in JAX_SM100_DISABLE_TARGETS. Under vmap the
 grouped products take the reference (lax's batched ragged dot; the kernels' groups cannot
 fold a batch into M).

@@ -1,6 +1,7 @@
-"""The self-test families of the M-grouped GEMMs (`grouped_gemm`: bf16/fp16;
-`fp8_grouped_gemm`: FP8 blockwise), registered in jax_sm100._selftest_families.FAMILIES
-(which imports this module at its end)."""
+"""The self-test families of the grouped GEMMs (`grouped_gemm`: M-grouped bf16/fp16;
+`kgrouped_gemm`: K-grouped bf16/fp16; `fp8_grouped_gemm`: M-grouped FP8 blockwise),
+registered in jax_sm100._selftest_families.FAMILIES (which imports this module at its
+end)."""
 from __future__ import annotations
 
 import dataclasses
@@ -93,6 +94,65 @@ FAMILIES["grouped_gemm"] = Family("grouped_gemm", ("jax_sm100_grouped_gemm",),
                                   lambda tilings: _grouped_cases("grouped_gemm", tilings),
                                   _grouped_tilings, _grouped_kernel, _grouped_reference,
                                   _grouped_expected)
+
+
+# ---------------------------------------------------------------------------
+# The K-grouped GEMM (jax_sm100_kgrouped_gemm: ragged_dot's weight gradient). A case is
+# out[g] = lhs[rows g]^T @ dy[rows g], (G, K, N), zeros for an empty group; a_shape = lhs
+# (M, K) (trans_a: the contraction runs over its rows), b_shape = dy (M, N).
+# ---------------------------------------------------------------------------
+
+# (M, N, K, sizes, in, out): groups ending inside a 16-row slice next to rows in no group,
+# an empty group and one of a single row; G = 1 over every row; many small groups.
+_KGROUPED_CASES = (
+    (300, 136, 200, (37, 0, 150, 1, 70), "bfloat16", "float32"),
+    (257, 264, 136, (257,), "float16", "float16"),
+    (250, 392, 72, (3, 0, 60, 1, 0, 129, 2, 0, 40), "bfloat16", "bfloat16"),
+)
+
+
+def _kgrouped_cases(family: str, tilings: tuple) -> list:
+  return [GroupedCase(family, tiling, True, False, din, dout, (m, k), (m, n), sizes=sizes)
+          for tiling in tilings for m, n, k, sizes, din, dout in _KGROUPED_CASES]
+
+
+def _kgrouped_tilings(backend: str) -> tuple:
+  return tuple((bm, bn, 1) for bm, bn in tuning.grouped_tilings("kgrouped", backend))
+
+
+def _kgrouped_kernel(case: GroupedCase, a, b, c):
+  from jax_sm100._launch import grouped as launch
+  forced = tuning.GroupedConfig(case.tiling[0], case.tiling[1])
+  fn = launch._kgrouped_kernel(np.dtype(jnp.dtype(case.out_dtype)), forced)
+  return jax.jit(fn)(a, b, jnp.asarray(case.sizes, jnp.int32))
+
+
+def _kgrouped_reference(case: GroupedCase, a, b, c):
+  from jax_sm100._launch import grouped as launch
+  return jax.jit(lambda a, b: launch.ref_kgrouped(
+      a, b, jnp.asarray(case.sizes, jnp.int32), jnp.dtype(case.out_dtype)))(a, b)
+
+
+def _kgrouped_expected(case: GroupedCase, a, b, c):
+  """(float64 result, scalar tolerance) as _grouped_expected's, per group over its rows."""
+  a64, b64 = np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64)
+  want = np.zeros((len(case.sizes), a64.shape[1], b64.shape[1]))
+  absprod = np.zeros_like(want)
+  start = 0
+  for g, size in enumerate(case.sizes):
+    end = min(start + max(size, 0), a64.shape[0])
+    want[g] = a64[start:end].T @ b64[start:end]
+    absprod[g] = np.abs(a64[start:end]).T @ np.abs(b64[start:end])
+    start = end
+  tol = (2.0 * _UNIT_ROUNDOFF[case.out_dtype] * float(np.abs(want).max())
+         + 8.0 * math.sqrt(max(case.k, 1)) * 2.0**-24 * float(absprod.max()) + 1e-30)
+  return want, tol
+
+
+FAMILIES["kgrouped_gemm"] = Family("kgrouped_gemm", ("jax_sm100_kgrouped_gemm",),
+                                   lambda tilings: _kgrouped_cases("kgrouped_gemm", tilings),
+                                   _kgrouped_tilings, _kgrouped_kernel, _kgrouped_reference,
+                                   _kgrouped_expected)
 
 
 # ---------------------------------------------------------------------------

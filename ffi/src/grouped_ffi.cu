@@ -24,9 +24,8 @@
 //
 // Dispatch: buffers and attributes are validated once (common/grouped_problem.h), then the
 // device's compute capability picks the kernels: 9.0 -> ffi/src/sm90/grouped_gemm_launch.h;
-// 10.0 -> ffi/src/sm100/grouped_gemm_launch.h for jax_sm100_grouped_gemm and
-// sm100/grouped_fp8_launch.h for jax_sm100_fp8_grouped_gemm (where the build holds
-// sm_100a code; the K-grouped target has no sm_100a kernel);
+// 10.0 -> ffi/src/sm100/grouped_gemm_launch.h, kgrouped_gemm_launch.h and
+// grouped_fp8_launch.h (where the build holds sm_100a code);
 // any other -> kUnimplemented (the Python layer takes its reference path there). No product
 // to run (G == 0, or an empty contraction) is a zero fill here.
 //
@@ -45,6 +44,7 @@
 #if JAX_SM100_HAS_SM100
 #include "sm100/grouped_fp8_launch.h"
 #include "sm100/grouped_gemm_launch.h"
+#include "sm100/kgrouped_gemm_launch.h"
 #endif
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -132,11 +132,15 @@ ffi::Error run_sm100(const std::string& name, const Fp8GroupedGemmProblem& p, co
   return ffi::Error::Success();
 }
 
-/// The K-grouped target has no sm_100a kernel: kUnimplemented (the Python layer takes its
-/// reference path there).
-template <class Problem>
-ffi::Error run_sm100(const std::string& name, const Problem&, const DeviceInfo& dev, cudaStream_t) {
-  return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
+/// The sm_100a path of the K-grouped target: no rows is a zero fill, else the kernel.
+ffi::Error run_sm100(const std::string& name, const KGroupedGemmProblem& p, const DeviceInfo&,
+                     cudaStream_t stream) {
+  const std::string bad = jax_sm100::host::check_sm100_kgrouped_tiling(p.tiling);
+  if (!bad.empty()) return ffi::Error::InvalidArgument(name + ": " + bad);
+  if (jax_sm100::host::grouped_all_zero(p)) return zero_fill(name, p.out, out_bytes(p), stream);
+  const std::string err = jax_sm100::host::sm100_kgrouped_gemm_launch(p, stream);
+  if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
+  return ffi::Error::Success();
 }
 #endif
 
@@ -153,9 +157,8 @@ ffi::Error dispatch(const std::string& name, const Problem& p, cudaStream_t stre
     case 90: return run_sm90(name, p, dev, stream);
 #endif
 #if JAX_SM100_HAS_SM100
-    case 100: return run_sm100(name, p, dev, stream);  // the M-grouped targets
+    case 100: return run_sm100(name, p, dev, stream);
 #endif
-    // 10.x: sm_100a grouped kernels plug in here.
     default: return jax_sm100::host::no_kernel_for_arch(name, dev.cc_major, dev.cc_minor);
   }
 }

@@ -25,7 +25,7 @@
   X("jax_sm100_quantize_fp8", JaxSm100QuantizeFp8, JaxSm100QuantizeFp8Cpu, true)           \
   X("jax_sm100_mxfp8_gemm", JaxSm100Mxfp8Gemm, JaxSm100Mxfp8GemmCpu, true)                 \
   X("jax_sm100_grouped_gemm", JaxSm100GroupedGemm, JaxSm100GroupedGemmCpu, true)           \
-  X("jax_sm100_kgrouped_gemm", JaxSm100KGroupedGemm, JaxSm100KGroupedGemmCpu, false)       \
+  X("jax_sm100_kgrouped_gemm", JaxSm100KGroupedGemm, JaxSm100KGroupedGemmCpu, true)        \
   X("jax_sm100_fp8_grouped_gemm", JaxSm100Fp8GroupedGemm, JaxSm100Fp8GroupedGemmCpu, true) \
   X("jax_sm100_quantize_fp8_dual", JaxSm100QuantizeFp8Dual, JaxSm100QuantizeFp8DualCpu, true)
 
