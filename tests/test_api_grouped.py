@@ -328,33 +328,40 @@ def test_sm90_lowers_to_the_kernels_and_sm100_to_the_reference(rng, fake_sm90, m
   assert any("no sm_100a kernel" in d.why for d in rep), str(rep)
 
 
-def _family_result(passed):
-  return _selftest_guard.FamilyResult("grouped_gemm", "sm100", "fake", passed, (), 0,
-                                      None if passed else "grouped_gemm self-test failed (planted)")
+def _family_result(passed, family="grouped_gemm"):
+  return _selftest_guard.FamilyResult(family, "sm100", "fake", passed, (), 0,
+                                      None if passed else f"{family} self-test failed (planted)")
 
 
-def test_sm100_grouped_kernel_behind_the_selftest(rng, fake_sm90, monkeypatch):
-  """On sm100 the M-grouped target has an sm_100a kernel (forward and lhs gradient), run
-  once its family's first-use self-test passed (stubbed: lowering only); a failed
-  self-test sends it to the reference. The K-grouped target has no sm_100a kernel."""
+def test_sm100_grouped_kernels_behind_the_selftest(rng, fake_sm90, monkeypatch):
+  """On sm100 every grouped target has an sm_100a kernel: the M-grouped (forward, lhs
+  gradient), the K-grouped (rhs gradient) and the FP8 M-grouped (fp8_ragged_dot's forward
+  and dx), each run once its family's first-use self-test passed (stubbed: lowering
+  only); a failed self-test sends that family's target to the reference."""
   lhs, rhs = operands(rng, 64, 32, 16, 2)
   gs = jnp.asarray([30, 20], jnp.int32)
   f = jax.grad(lambda l, r: jnp.sum(jax_sm100.ragged_dot(l, r, gs).astype(F32)), (0, 1))
   monkeypatch.setattr(_backend, "_device_backend", lambda: "sm100")
   monkeypatch.setattr(_ffi_registry, "sm100_targets",
-                      lambda: frozenset({"jax_sm100_gemm", GROUPED}))
+                      lambda: frozenset({"jax_sm100_gemm", "jax_sm100_quantize_fp8",
+                                         "jax_sm100_quantize_fp8_dual", GROUPED, KGROUPED,
+                                         FP8_GROUPED}))
   asked = []
   monkeypatch.setattr(_selftest_guard, "ensure",
-                      lambda family, backend: asked.append(family) or _family_result(True))
+                      lambda family, backend: asked.append(family) or _family_result(True, family))
   jax.clear_caches()
   text = jax.jit(f).lower(lhs, rhs).as_text()
-  assert GROUPED in text and KGROUPED not in text  # dlhs (the forward is dead in a grad)
+  assert GROUPED in text and KGROUPED in text  # dlhs and drhs (the forward is dead in a grad)
   fwd = jax.jit(lambda l, r: jax_sm100.ragged_dot(l, r, gs)).lower(lhs, rhs).as_text()
   assert GROUPED in fwd
-  assert set(asked) == {"grouped_gemm"}
+  fp8 = jax.grad(lambda x, w: jnp.sum(jax_sm100.fp8_ragged_dot(x, w, gs).astype(F32)), (0, 1))
+  x, w = operands(rng, 64, 256, 128, 2)
+  fp8_text = jax.jit(fp8).lower(x, w).as_text()
+  assert FP8_GROUPED in fp8_text and KGROUPED in fp8_text  # dx in FP8, dw on the K-grouped
+  assert {"grouped_gemm", "kgrouped_gemm", "fp8_grouped_gemm"} <= set(asked)
   rep = tuning.explain(f, lhs, rhs)
   assert any(d.target == GROUPED and d.path == "kernel" for d in rep), str(rep)
-  assert any(d.target == KGROUPED and "no sm_100a kernel" in d.why for d in rep), str(rep)
+  assert any(d.target == KGROUPED and d.path == "kernel" for d in rep), str(rep)
   monkeypatch.setattr(_selftest_guard, "ensure", lambda family, backend: _family_result(False))
   jax.clear_caches()
   text = jax.jit(f).lower(lhs, rhs).as_text()
