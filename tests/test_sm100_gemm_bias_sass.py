@@ -24,8 +24,8 @@ import pytest
 
 from test_sm100_sass import (
     SASS_CLC_TRY_CANCEL, SASS_TMA_LOAD, SASS_TMA_STORE, SASS_TMEM_LOAD, SASS_UMMA,
-    SASS_UMMA_COMMIT, _base, _cuobjdump, _extension_sass, _ffi, _need_arch, check_usage,
-    compile_unit, cta_group_problems, has, is_stub, parse_res_usage, parse_sass)
+    SASS_UMMA_COMMIT, _base, check_usage, compile_unit, cta_group_problems,
+    extension_kernels, has, is_stub, unit_kernels)
 
 REPO = Path(__file__).resolve().parents[1]
 UNITS = sorted((REPO / "ffi" / "src" / "sm100").glob("gemm_bias_inst_*.cu"))
@@ -109,20 +109,11 @@ def test_bias_check_rejects():
 
 
 def test_sm100_gemm_bias_units_sass(unit_cubins, capsys):
-  kernels, usage = {}, {}
-  for cubin in unit_cubins:
-    kernels.update({n: b for n, b in parse_sass(_cuobjdump("-sass", cubin)).items() if KERNEL in n})
-    usage.update(parse_res_usage(_cuobjdump("-res-usage", cubin)))
+  kernels, usage = unit_kernels(unit_cubins, KERNEL)
   _check(kernels, usage, capsys, "the launch units compiled here")
 
 
+
 def test_sm100_gemm_bias_extension_sass(capsys):
-  _need_arch("sm_100a")
-  kernels = {n: b for n, b in _extension_sass("sm_100a").items() if KERNEL in n}
-  claims = TARGET in _ffi.sm100_targets()
-  if not kernels and not claims:
-    pytest.skip(f"no {KERNEL} in this build and targets.h does not mark {TARGET} as sm_100a")
-  assert kernels, f"targets.h says {TARGET} has an sm_100a kernel, but the build holds no {KERNEL}"
-  assert claims, f"the build holds {KERNEL} but targets.h does not mark {TARGET} as sm_100a"
-  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))
+  kernels, usage = extension_kernels(KERNEL, TARGET)
   _check(kernels, usage, capsys, "the installed extension")

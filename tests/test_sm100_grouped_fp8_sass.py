@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from test_sm100_fp8_sass import SASS_UMMA_F8F6F4, fp8_problems
-from test_sm100_sass import (_base, _cuobjdump, _extension_sass, _ffi, _need_arch, check_usage,
-                             compile_unit, cta_group_problems, has, parse_res_usage, parse_sass)
+from test_sm100_sass import (
+    _base, check_usage, compile_unit, cta_group_problems, extension_kernels, has,
+    unit_kernels)
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = REPO / "ffi" / "src" / "sm100" / "grouped_fp8_launch.cu"
@@ -65,18 +66,11 @@ def unit_cubin(tmp_path_factory):
 
 
 def test_sm100_grouped_fp8_unit_sass(unit_cubin, capsys):
-  kernels = {n: b for n, b in parse_sass(_cuobjdump("-sass", unit_cubin)).items() if KERNEL in n}
-  usage = parse_res_usage(_cuobjdump("-res-usage", unit_cubin))
+  kernels, usage = unit_kernels([unit_cubin], KERNEL)
   _check(kernels, usage, capsys, "the launch unit compiled here")
 
 
+
 def test_sm100_grouped_fp8_extension_sass(capsys):
-  _need_arch("sm_100a")
-  kernels = {n: b for n, b in _extension_sass("sm_100a").items() if KERNEL in n}
-  claims = TARGET in _ffi.sm100_targets()
-  if not kernels and not claims:
-    pytest.skip(f"no {KERNEL} in this build and targets.h does not mark {TARGET} as sm_100a")
-  assert kernels, f"targets.h says {TARGET} has an sm_100a kernel, but the build holds no {KERNEL}"
-  assert claims, f"the build holds {KERNEL} but targets.h does not mark {TARGET} as sm_100a"
-  usage = parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))
+  kernels, usage = extension_kernels(KERNEL, TARGET)
   _check(kernels, usage, capsys, "the installed extension")

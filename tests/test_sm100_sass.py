@@ -454,3 +454,27 @@ def check_usage(kernels, usage, capsys, title):
   assert not over, "over budget:\n" + "\n".join(over)
   spilled = [pretty[n] for n in names if usage[n].get("STACK", 0) or usage[n].get("LOCAL", 0)]
   assert not spilled, f"stack / local memory (spills) in {spilled}"
+
+
+def unit_kernels(cubins, kernel):
+  """({name: mnemonics}, ptxas usage) of the instantiations of `kernel` in `cubins` (launch
+  units compiled by compile_unit)."""
+  kernels, usage = {}, {}
+  for cubin in cubins:
+    kernels.update({n: b for n, b in parse_sass(_cuobjdump("-sass", cubin)).items() if kernel in n})
+    usage.update(parse_res_usage(_cuobjdump("-res-usage", cubin)))
+  return kernels, usage
+
+
+def extension_kernels(kernel, target):
+  """({name: mnemonics}, ptxas usage) of the installed extension's sm_100a instantiations of
+  `kernel`. Skips where the build has neither them nor targets.h's claim that `target`
+  has an sm_100a kernel; fails where it has one without the other."""
+  _need_arch("sm_100a")
+  kernels = {n: b for n, b in _extension_sass("sm_100a").items() if kernel in n}
+  claims = target in _ffi.sm100_targets()
+  if not kernels and not claims:
+    pytest.skip(f"no {kernel} in this build and targets.h does not mark {target} as sm_100a")
+  assert kernels, f"targets.h says {target} has an sm_100a kernel, but the build holds no {kernel}"
+  assert claims, f"the build holds {kernel} but targets.h does not mark {target} as sm_100a"
+  return kernels, parse_res_usage(_cuobjdump("-res-usage", "-arch", "sm_100a", _ffi.library_path()))

@@ -11,7 +11,7 @@
 #include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/fp8_gemm.cuh"
 #include "jax_sm100/kernels/sm100/fp8_plan.h"
-#include "sm100/fp8_tensor_map.h"
+#include "sm100/tensor_maps.h"
 
 namespace jax_sm100::host {
 
@@ -50,7 +50,7 @@ std::string sm100_fp8_gemm_launch(const Fp8GemmProblem& pr, cudaStream_t stream)
   const ks::Fp8GemmPlan plan = ks::plan_fp8_gemm(g, &err);
   if (!err.empty()) return err;
   ks::Fp8GemmParams<ks::DeviceOps> params{};
-  err = ks::make_fp8_gemm_params<ks::DeviceOps>(g, plan, encode_fp8_map, &params);
+  err = ks::make_fp8_gemm_params<ks::DeviceOps>(g, plan, sm100_detail::encode_fp8_map, &params);
   if (!err.empty()) return err;
   return launch_clusters<ks::sm100_fp8_gemm_kernel<Cfg>>(Cfg::kClusterM, Cfg::kThreads,
                                                         ks::sm100_fp8_gemm_smem_bytes<Cfg>(), plan.grid_ctas,

@@ -15,7 +15,7 @@
 #include "jax_sm100/kernels/sm100/gemm_bias.cuh"
 #include "jax_sm100/kernels/sm100/gemm_plan.h"
 #include "sm100/gemm_launch.h"
-#include "sm100/tensor_map_16bit.h"
+#include "sm100/tensor_maps.h"
 
 namespace jax_sm100::host::sm100_detail {
 

@@ -10,20 +10,15 @@
 #include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/grouped_fp8_gemm.cuh"
 #include "jax_sm100/kernels/sm100/grouped_fp8_plan.h"
-#include "sm100/fp8_tensor_map.h"
+#include "sm100/grouped_dispatch.h"
+#include "sm100/tensor_maps.h"
 
 namespace jax_sm100::host {
 
 namespace ks = jax_sm100::kernels::sm100;
 
 std::string check_sm100_fp8_grouped_tiling(const GroupedTiling& t) {
-  std::string set;
-  for (const auto& v : kSm100Fp8GroupedTiles) {
-    if (v[0] == t.block_m && v[1] == t.block_n) return "";
-    set += (set.empty() ? "(" : ", (") + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
-  }
-  return "the sm100 FP8 grouped GEMM has no kernel for (block_m, block_n) = (" + std::to_string(t.block_m) +
-         ", " + std::to_string(t.block_n) + "); on sm100 the valid tiles are " + set;
+  return sm100_detail::check_tiles(kSm100Fp8GroupedTiles, t, "FP8 grouped GEMM");
 }
 
 std::string sm100_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, cudaStream_t stream) {
@@ -46,7 +41,7 @@ std::string sm100_fp8_grouped_gemm_launch(const Fp8GroupedGemmProblem& pr, cudaS
   const ks::GroupedFp8Plan plan = ks::plan_grouped_fp8(g, &err);
   if (!err.empty()) return err;
   ks::GroupedFp8GemmParams<ks::DeviceOps> params{};
-  err = ks::make_grouped_fp8_params<ks::DeviceOps>(g, plan, encode_fp8_map, &params);
+  err = ks::make_grouped_fp8_params<ks::DeviceOps>(g, plan, sm100_detail::encode_fp8_map, &params);
   if (!err.empty()) return err;
   return launch_clusters<ks::sm100_grouped_fp8_gemm_kernel<Cfg>>(
       1, Cfg::kThreads, ks::sm100_grouped_fp8_smem_bytes<Cfg>(), plan.grid_ctas, stream, params);

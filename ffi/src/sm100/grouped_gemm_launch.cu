@@ -8,84 +8,61 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include "common/launch.h"
-#include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/grouped_gemm.cuh"
 #include "jax_sm100/kernels/sm100/grouped_gemm_plan.h"
-#include "sm100/tensor_map_16bit.h"
+#include "sm100/grouped_dispatch.h"
+#include "sm100/tensor_maps.h"
 
 namespace jax_sm100::host {
 
 namespace ks = jax_sm100::kernels::sm100;
 
 std::string check_sm100_grouped_tiling(const GroupedTiling& t) {
-  std::string set;
-  for (const auto& v : kSm100GroupedTiles) {
-    if (v[0] == t.block_m && v[1] == t.block_n) return "";
-    set += (set.empty() ? "(" : ", (") + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
-  }
-  return "the sm100 grouped GEMM has no kernel for (block_m, block_n) = (" + std::to_string(t.block_m) + ", " +
-         std::to_string(t.block_n) + "); the compiled tiles are " + set;
+  return sm100_detail::check_tiles(kSm100GroupedTiles, t, "grouped GEMM");
 }
 
 namespace {
 
 using sm100_detail::encode;
 
-template <class Cfg, class T, class Out>
-std::string launch(const GroupedGemmProblem& pr, cudaStream_t stream) {
-  ks::GroupedShape g;
-  g.lhs = pr.lhs;
-  g.rhs = pr.rhs;
-  g.group_sizes = pr.group_sizes;
-  g.out = pr.out;
-  g.out_bytes = sizeof(Out);
-  g.m = pr.m;
-  g.n = pr.n;
-  g.k = pr.k;
-  g.g = pr.g;
-  g.trans_rhs = pr.trans_rhs;
-  std::string err;
-  const ks::GroupedPlan plan = ks::plan_grouped<Cfg>(g, &err);
-  if (!err.empty()) return err;
-  ks::GroupedGemmParams<ks::DeviceOps> params{};
-  err = ks::make_grouped_params<ks::DeviceOps>(
-      g, plan,
-      [](const ks::MapSpec& s, ks::Operand which, CUtensorMap* map) {
-        return which == ks::Operand::kA || which == ks::Operand::kB ? encode<T>(s, map) : encode<Out>(s, map);
-      },
-      &params);
-  if (!err.empty()) return err;
-  return launch_clusters<ks::sm100_grouped_gemm_kernel<Cfg, T, Out>>(
-      1, Cfg::kThreads, ks::sm100_grouped_smem_bytes<Cfg>(), plan.grid_ctas, stream, params);
-}
-
-template <class T, class Out>
-std::string launch_tile(const GroupedGemmProblem& pr, cudaStream_t stream) {
-  if (pr.tiling.block_n == 128) return launch<ks::GroupedGemmConfig<128>, T, Out>(pr, stream);
-  return launch<ks::GroupedGemmConfig<256>, T, Out>(pr, stream);
-}
-
-template <class T>
-std::string launch_out(const GroupedGemmProblem& pr, cudaStream_t stream) {
-  switch (pr.out_type) {
-    case ElemType::kBF16: return launch_tile<T, __nv_bfloat16>(pr, stream);
-    case ElemType::kF16: return launch_tile<T, __half>(pr, stream);
-    case ElemType::kF32: return launch_tile<T, float>(pr, stream);
+/// The instantiation the dispatch picks (grouped_dispatch.h).
+struct MGrouped {
+  template <class Cfg, class T, class Out>
+  static std::string run(const GroupedGemmProblem& pr, cudaStream_t stream) {
+    ks::GroupedShape g;
+    g.lhs = pr.lhs;
+    g.rhs = pr.rhs;
+    g.group_sizes = pr.group_sizes;
+    g.out = pr.out;
+    g.out_bytes = sizeof(Out);
+    g.m = pr.m;
+    g.n = pr.n;
+    g.k = pr.k;
+    g.g = pr.g;
+    g.trans_rhs = pr.trans_rhs;
+    std::string err;
+    const ks::GroupedPlan plan = ks::plan_grouped<Cfg>(g, &err);
+    if (!err.empty()) return err;
+    ks::GroupedGemmParams<ks::DeviceOps> params{};
+    err = ks::make_grouped_params<ks::DeviceOps>(
+        g, plan,
+        [](const ks::MapSpec& s, ks::Operand which, CUtensorMap* map) {
+          return which == ks::Operand::kA || which == ks::Operand::kB ? encode<T>(s, map) : encode<Out>(s, map);
+        },
+        &params);
+    if (!err.empty()) return err;
+    return launch_clusters<ks::sm100_grouped_gemm_kernel<Cfg, T, Out>>(
+        1, Cfg::kThreads, ks::sm100_grouped_smem_bytes<Cfg>(), plan.grid_ctas, stream, params);
   }
-  return "unknown output type";
-}
+};
 
 }  // namespace
 
 std::string sm100_grouped_gemm_launch(const GroupedGemmProblem& pr, cudaStream_t stream) {
   const std::string bad = check_sm100_grouped_tiling(pr.tiling);
   if (!bad.empty()) return bad;
-  if (pr.in_type == ElemType::kBF16) return launch_out<__nv_bfloat16>(pr, stream);
-  if (pr.in_type == ElemType::kF16) return launch_out<__half>(pr, stream);
-  return "the sm100 grouped GEMM takes bfloat16 or float16 inputs";
+  return sm100_detail::dispatch_16bit<ks::GroupedGemmConfig, MGrouped>(pr, stream, "grouped GEMM");
 }
 
 }  // namespace jax_sm100::host

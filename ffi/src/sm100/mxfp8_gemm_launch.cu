@@ -14,37 +14,13 @@
 #include "common/tensor_map.h"
 #include "jax_sm100/kernels/sm100/mx_gemm.cuh"
 #include "jax_sm100/kernels/sm100/mx_gemm_plan.h"
+#include "sm100/tensor_maps.h"
 
 namespace jax_sm100::host {
 
 namespace ks = jax_sm100::kernels::sm100;
 
 namespace {
-
-/// MapSpec -> CUtensorMap through the one encoder (common/tensor_map.h). A and B are
-/// bytes to the TMA (UINT8); D has the output type.
-std::string encode(const ks::MapSpec& s, CUtensorMapDataType dtype, CUtensorMap* map) {
-  TensorMapSpec t;
-  t.base = s.base;
-  t.dtype = dtype;
-  t.elem_bytes = s.elem_bytes;
-  t.rank = 3;
-  t.inner = s.inner;
-  t.outer = s.outer;
-  t.batch = s.batch;
-  t.row_pitch_bytes = s.row_pitch;
-  t.box_inner = s.box_inner;
-  t.box_outer = s.box_outer;
-  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  return encode_tensor_map(map, t);
-}
-
-template <class Out>
-CUtensorMapDataType out_dtype() {
-  if constexpr (std::is_same_v<Out, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  else if constexpr (std::is_same_v<Out, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  else return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
 
 template <class Cfg, class Out>
 std::string launch(const Mxfp8GemmProblem& pr, cudaStream_t stream) {
@@ -69,7 +45,7 @@ std::string launch(const Mxfp8GemmProblem& pr, cudaStream_t stream) {
       g, plan,
       [](const ks::MapSpec& s, ks::Operand which, CUtensorMap* map) {
         const bool operand = which == ks::Operand::kA || which == ks::Operand::kB;
-        return encode(s, operand ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : out_dtype<Out>(), map);
+        return sm100_detail::encode_map(s, operand ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : sm100_detail::map_dtype<Out>(), map);
       },
       &params);
   if (!err.empty()) return err;
