@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "emu/emu_ops.h"
+#include "emu/emu_driver.h"
 #include "jax_sm100/kernels/sm100/gemm_plan.h"
 #include "jax_sm100/kernels/sm100/gemm_roles.h"
 
@@ -121,13 +122,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   spec.max_resident_clusters = c.resident;
   jax_sm100::emu::GridResult res{};
   try {
-    res = jax_sm100::emu::run_grid(spec, [&params] {
-      // The kernel entry's alignment of its dynamic shared memory (gemm.cuh).
-      uint8_t* raw = EmuOps::dynamic_smem();
-      const uint32_t pad = (1024 - EmuOps::smem_u32(raw) % 1024) % 1024;
-      auto& s = *reinterpret_cast<ks::GemmStorage<Cfg, EmuOps>*>(raw + pad);
-      ks::gemm_cta<Cfg, EmuOps, T, Out>(s, params);
-    });
+    res = jax_sm100::emu::run_kernel_grid<ks::GemmStorage<Cfg, EmuOps>, EmuOps>(
+        spec, [&](auto& s) { ks::gemm_cta<Cfg, EmuOps, T, Out>(s, params); });
   } catch (const std::exception& e) {
     std::printf("FAIL %s: %s\n", label, e.what());
     return false;
@@ -171,23 +167,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint32_t seed = 12345;
-  bool quick = false;
-  long long wait_ms = 20000;  // debug bound of every wait: a broken protocol fails, never hangs
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--wait-ms") && i + 1 < argc) wait_ms = std::atoll(argv[++i]);
-  }
-  std::printf("seed %u\n", seed);
-  jax_sm100::pipeline::debug::host_wait_timeout_ms() = wait_ms;
-  // A failure unwinds through live linear stage handles; report those as notes of the
-  // failure (the run fails anyway) instead of aborting the whole program.
-  jax_sm100::pipeline::debug::unreleased_handler() = [](const char* pipe, const char* handle, uint32_t stage) {
-    std::fprintf(stderr, "note: pipeline '%s': %s for stage %u left unreleased by a failing thread\n", pipe,
-                 handle, stage);
-  };
-  std::mt19937 rng(seed);
+  const jax_sm100::emu::TestArgs args = jax_sm100::emu::start_test(argc, argv);
+  const bool quick = args.quick;
+  std::mt19937 rng(args.seed);
   using C128 = ks::GemmConfig<128, 1>;
   using C256 = ks::GemmConfig<256, 1>;
   using Pair = ks::GemmConfig<256, 2>;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "emu/emu_mx_ops.h"
+#include "emu/emu_driver.h"
 #include "jax_sm100/kernels/sm100/mx_gemm_plan.h"
 #include "jax_sm100/kernels/sm100/mx_gemm_roles.h"
 
@@ -146,12 +147,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   spec.max_resident_clusters = c.resident;
   emu::GridResult res{};
   try {
-    res = emu::run_grid(spec, [&params] {
-      uint8_t* raw = EmuMxOps::dynamic_smem();  // the kernel entry's alignment (mx_gemm.cuh)
-      const uint32_t pad = (1024 - EmuMxOps::smem_u32(raw) % 1024) % 1024;
-      auto& s = *reinterpret_cast<ks::GemmStorage<Cfg, EmuMxOps>*>(raw + pad);
-      ks::mx_gemm_cta<Cfg, EmuMxOps, Out>(s, params);
-    });
+    res = jax_sm100::emu::run_kernel_grid<ks::GemmStorage<Cfg, EmuMxOps>, EmuMxOps>(
+        spec, [&](auto& s) { ks::mx_gemm_cta<Cfg, EmuMxOps, Out>(s, params); });
   } catch (const std::exception& e) {
     std::printf("FAIL %s: %s\n", label, e.what());
     return false;

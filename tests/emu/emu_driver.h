@@ -1,0 +1,52 @@
+// What every sm_100a kernel emulator test program (tests/emu/sm100_*_emu_test.cc) shares:
+// its command line, the debug bound of the pipeline waits, and running a kernel's CTA over
+// an emulated grid with the kernel entries' 1024-byte alignment of dynamic shared memory.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "emu/emu_runtime.h"
+
+namespace jax_sm100::emu {
+
+struct TestArgs {
+  uint32_t seed = 12345;
+  bool quick = false;        ///< the short case list (the planted-fault runs)
+  long long wait_ms = 20000;  ///< bound of every wait: a broken protocol fails, never hangs
+};
+
+/// Parses `--seed S`, `--quick` and `--wait-ms MS`, prints the seed, bounds every pipeline
+/// wait by wait_ms and reports the stage handles a failing thread leaves unreleased as
+/// notes of the failure (the run fails anyway) instead of aborting the program.
+inline TestArgs start_test(int argc, char** argv) {
+  TestArgs a;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) a.seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    else if (!std::strcmp(argv[i], "--quick")) a.quick = true;
+    else if (!std::strcmp(argv[i], "--wait-ms") && i + 1 < argc) a.wait_ms = std::atoll(argv[++i]);
+  }
+  std::printf("seed %u\n", a.seed);
+  jax_sm100::pipeline::debug::host_wait_timeout_ms() = a.wait_ms;
+  jax_sm100::pipeline::debug::unreleased_handler() = [](const char* pipe, const char* handle, uint32_t stage) {
+    std::fprintf(stderr, "note: pipeline '%s': %s for stage %u left unreleased by a failing thread\n", pipe,
+                 handle, stage);
+  };
+  return a;
+}
+
+/// Runs `cta(storage)` on every thread of the grid `spec`, the kernel's Storage at the
+/// first 1024-aligned byte of the CTA's dynamic shared memory (as the kernel entries align
+/// it).
+template <class Storage, class Ops, class Cta>
+GridResult run_kernel_grid(const GridSpec& spec, Cta&& cta) {
+  return run_grid(spec, [&cta] {
+    uint8_t* raw = Ops::dynamic_smem();
+    const uint32_t pad = (1024 - Ops::smem_u32(raw) % 1024) % 1024;
+    cta(*reinterpret_cast<Storage*>(raw + pad));
+  });
+}
+
+}  // namespace jax_sm100::emu
