@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "emu/emu_runtime.h"
 
@@ -47,6 +51,28 @@ GridResult run_kernel_grid(const GridSpec& spec, Cta&& cta) {
     const uint32_t pad = (1024 - Ops::smem_u32(raw) % 1024) % 1024;
     cta(*reinterpret_cast<Storage*>(raw + pad));
   });
+}
+
+/// Runs a plan's `make_*_params(shape, plan, make_map, &params)` as `make(make_map)` with the
+/// emulator's tensor-map model (TensorMap(MapSpec)); "" or the error (the model throws on a
+/// map the hardware would refuse).
+template <class Make>
+std::string make_emu_params(Make&& make) {
+  try {
+    return make([](const auto& spec, auto, auto* map) {
+      *map = std::remove_pointer_t<decltype(map)>(spec);
+      return std::string();
+    });
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+/// Group sizes for a case label: "a,b,c", cut at 40 characters.
+inline std::string sizes_label(const std::vector<int32_t>& sizes) {
+  std::string out;
+  for (int32_t s : sizes) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out.size() > 40 ? out.substr(0, 37) + "..." : out;
 }
 
 }  // namespace jax_sm100::emu

@@ -95,17 +95,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::string err;
   const ks::Fp8GemmPlan plan = ks::plan_fp8_gemm(g, &err);
   ks::Fp8GemmParams<EmuOps> params{};
-  if (err.empty()) try {
-      err = ks::make_fp8_gemm_params<EmuOps>(
-          g, plan,
-          [](const ks::MapSpec& s, ks::Fp8Operand, EmuOps::TensorMap* m) {
-            *m = EmuOps::TensorMap(s);
-            return std::string();
-          },
-          &params);
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
+  if (err.empty())
+    err = jax_sm100::emu::make_emu_params(
+        [&](const auto& map) { return ks::make_fp8_gemm_params<EmuOps>(g, plan, map, &params); });
   char label[200];
   std::snprintf(label, sizeof(label), "%-40s M=%lld N=%lld K=%lld (%lld K blocks)%s", c.name, (long long)c.m,
                 (long long)c.n, (long long)c.k, (long long)kb,

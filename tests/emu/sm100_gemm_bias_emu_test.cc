@@ -121,17 +121,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::string err;
   ks::GemmPlan plan;
   ks::GemmBiasParams<EmuOps> params{};
-  try {
-    err = ks::make_gemm_bias_params<Cfg, EmuOps>(
-        g, bs,
-        [](const ks::MapSpec& s, ks::Operand, EmuOps::TensorMap* m) {
-          *m = EmuOps::TensorMap(s);
-          return std::string();
-        },
-        &plan, &params);
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
+  err = jax_sm100::emu::make_emu_params(
+      [&](const auto& map) { return ks::make_gemm_bias_params<Cfg, EmuOps>(g, bs, map, &plan, &params); });
   char label[320];
   std::snprintf(label, sizeof(label),
                 "%-30s tile %dx%d cluster %d %s->%s %-9s%s%s M=%lld N=%lld K=%lld batch=%lld%s%s",

@@ -93,17 +93,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::string err;
   const ks::GemmPlan plan = ks::plan_gemm<Cfg>(g, &err);
   ks::GemmParams<EmuOps> params{};
-  if (err.empty()) try {
-    err = ks::make_gemm_params<EmuOps>(
-        g, plan,
-        [](const ks::MapSpec& s, ks::Operand, EmuOps::TensorMap* m) {
-          *m = EmuOps::TensorMap(s);
-          return std::string();
-        },
-        &params);
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
+  if (err.empty())
+    err = jax_sm100::emu::make_emu_params(
+        [&](const auto& map) { return ks::make_gemm_params<EmuOps>(g, plan, map, &params); });
   char label[256];
   std::snprintf(label, sizeof(label), "%-34s tile %dx%d cluster %d %s->%s M=%lld N=%lld K=%lld batch=%lld%s%s",
                 c.name, Cfg::kBlockM * Cfg::kClusterM, Cfg::kBlockN, Cfg::kClusterM, type_name<T>(),

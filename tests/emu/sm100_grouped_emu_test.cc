@@ -88,20 +88,10 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::string err;
   const ks::GroupedPlan plan = ks::plan_grouped<Cfg>(sh, &err);
   ks::GroupedGemmParams<EmuOps> params{};
-  if (err.empty()) try {
-    err = ks::make_grouped_params<EmuOps>(
-        sh, plan,
-        [](const ks::MapSpec& s, ks::Operand, EmuOps::TensorMap* m) {
-          *m = EmuOps::TensorMap(s);
-          return std::string();
-        },
-        &params);
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
-  std::string sizes;
-  for (int32_t s : c.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
-  if (sizes.size() > 40) sizes = sizes.substr(0, 37) + "...";
+  if (err.empty())
+    err = jax_sm100::emu::make_emu_params(
+        [&](const auto& map) { return ks::make_grouped_params<EmuOps>(sh, plan, map, &params); });
+  const std::string sizes = jax_sm100::emu::sizes_label(c.sizes);
   char label[320];
   std::snprintf(label, sizeof(label), "%-32s tile 128x%d %s->%s M=%lld N=%lld K=%lld G=%lld sizes [%s]%s",
                 c.name, Cfg::kBlockN, type_name<T>(), type_name<Out>(), (long long)c.m, (long long)c.n,

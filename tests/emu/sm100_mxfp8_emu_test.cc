@@ -120,17 +120,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::string err;
   const ks::MxGemmPlan plan = ks::plan_mx_gemm<Cfg>(g, &err);
   ks::MxGemmParams<EmuMxOps> params{};
-  if (err.empty()) try {
-      err = ks::make_mx_gemm_params<EmuMxOps>(
-          g, plan,
-          [](const ks::MapSpec& s, ks::Operand, EmuMxOps::TensorMap* m) {
-            *m = EmuMxOps::TensorMap(s);
-            return std::string();
-          },
-          &params);
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
+  if (err.empty())
+    err = jax_sm100::emu::make_emu_params(
+        [&](const auto& map) { return ks::make_mx_gemm_params<EmuMxOps>(g, plan, map, &params); });
   char label[256];
   std::snprintf(label, sizeof(label), "%-30s tile 128x%d %s x %s -> %s M=%lld N=%lld K=%lld", c.name, Cfg::kBlockN,
                 c.a_e5m2 ? "e5m2" : "e4m3", c.b_e5m2 ? "e5m2" : "e4m3", type_name<Out>(), (long long)c.m,
