@@ -54,7 +54,10 @@ SOURCE_TREE_MODULES = frozenset({
 
 def pytest_collection_modifyitems(config, items):
   for item in items:
-    if item.path.name in SOURCE_TREE_MODULES:
+    # ... and the SASS tests of launch units compiled from ffi/src (their fixtures
+    # unit_cubin / unit_cubins); the installed extension's SASS is checked in every job.
+    if item.path.name in SOURCE_TREE_MODULES or \
+        {"unit_cubin", "unit_cubins"} & set(getattr(item, "fixturenames", ())):
       item.add_marker(pytest.mark.source_tree)
     # The `path` fixture's reference variants run the plain-jnp reference (no compiled
     # code): the wheel jobs leave them to the source job.
