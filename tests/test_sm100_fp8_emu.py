@@ -51,19 +51,19 @@ def test_emulated_fp8_gemm(tmp_path):
 FAULTS = {
     # the TMA box of the next K block's A scales lands in this K block's stage
     "a_scale_misaligned_by_one_k_block": (
-        ROLES, "&p.tma_sfa, bar, t.m_row, kb, 0);", "&p.tma_sfa, bar, t.m_row, kb + 1, 0);"),
+        ROLES, "&p.tma_sfa, bar, row0, kb, 0);", "&p.tma_sfa, bar, row0, kb + 1, 0);"),
     # the epilogue reads the next K block's B scale (the last K block wraps to the first)
     "b_scale_misaligned_by_one_k_block": (
         ROLES, "const float sb = b_scale_row[kb];", "const float sb = b_scale_row[(kb + 1) % p.k_blocks];"),
     # K block 1's partial is read and freed but never added
     "promotion_skipped_for_one_k_block": (
-        ROLES, "      promote_partial<Ops>(acc,", "      if (kb != 1) promote_partial<Ops>(acc,"),
+        ROLES, "    promote_partial<Ops>(acc,", "    if (kb != 1) promote_partial<Ops>(acc,"),
     # per-K TMEM stages half a stage apart on the MMA side: later partials overwrite earlier
     "tmem_stage_overlap": (
         "jax_sm100/kernels/sm100/cta_skeleton.h",
         "Cfg::kTmemCols, Cfg::kBlockN, Cfg::kPair)", "Cfg::kTmemCols, Cfg::kBlockN / 2, Cfg::kPair)"),
     # the epilogue warps never free the input stage they read A's scales from
-    "missing_scale_arrival": (ROLES, "        if (lane0) stage.arrive();\n", ""),
+    "missing_scale_arrival": (ROLES, "      if (lane0) stage.arrive();\n", ""),
 }
 
 
