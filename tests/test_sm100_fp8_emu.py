@@ -54,7 +54,7 @@ FAULTS = {
         ROLES, "&p.tma_sfa, bar, row0, kb, 0);", "&p.tma_sfa, bar, row0, kb + 1, 0);"),
     # the epilogue reads the next K block's B scale (the last K block wraps to the first)
     "b_scale_misaligned_by_one_k_block": (
-        ROLES, "const float sb = b_scale_row[kb];", "const float sb = b_scale_row[(kb + 1) % p.k_blocks];"),
+        ROLES, "const float sb = b_scale_row[kb];", "const float sb = b_scale_row[(kb + 1) % k_blocks];"),
     # K block 1's partial is read and freed but never added
     "promotion_skipped_for_one_k_block": (
         ROLES, "    promote_partial<Ops>(acc,", "    if (kb != 1) promote_partial<Ops>(acc,"),
