@@ -4,8 +4,9 @@ the float64 result with its tolerance (jax_sm100.selftest runs them).
 
 Families: gemm and gemm_residual (bf16/fp16 GEMM), fp8_gemm and fp8_gemm_residual (FP8
 blockwise GEMM), fp8_quantize (the two quantize targets), mxfp8 (MXFP8 block-scaled GEMM;
-its cases live in jax_sm100/_mxfp8.py), grouped_gemm (the M-grouped GEMM;
-jax_sm100/_selftest_grouped.py), gemm_bias (the fused bias/activation GEMM). A new family adds an entry to FAMILIES and a
+its cases live in jax_sm100/_mxfp8.py), grouped_gemm, kgrouped_gemm and fp8_grouped_gemm
+(the M-grouped, K-grouped and FP8 M-grouped GEMMs; jax_sm100/_selftest_grouped.py),
+gemm_bias (the fused bias/activation GEMM). A new family adds an entry to FAMILIES and a
 hook in its launch module (_selftest_guard.refusal).
 """
 from __future__ import annotations
