@@ -92,12 +92,12 @@ JAX_SM100_ROLE void kgrouped_load_role(GemmStorage<Cfg, Ops>& s, const KGroupedG
         fix->wait(fix_phase);
         fix_phase ^= 1;
         const int end = (valid + Cfg::kSliceRows - 1) / Cfg::kSliceRows * Cfg::kSliceRows;
-        const uint8_t zero[16] = {};
+        // 16-byte aligned stores (the boxes are 1024-aligned): 8 per row and box.
         for (int r = valid; r < end; ++r) {
           for (int h = 0; h < Cfg::kBlockM / 64; ++h)
-            for (int q = 0; q < kRowBytes; q += 16) std::memcpy(a + h * 8192 + r * kRowBytes + q, zero, 16);
+            for (int q = 0; q < kRowBytes; q += 16) *reinterpret_cast<Piece16*>(a + h * 8192 + r * kRowBytes + q) = {};
           for (int h = 0; h < Cfg::kBRows / 64; ++h)
-            for (int q = 0; q < kRowBytes; q += 16) std::memcpy(b + h * 8192 + r * kRowBytes + q, zero, 16);
+            for (int q = 0; q < kRowBytes; q += 16) *reinterpret_cast<Piece16*>(b + h * 8192 + r * kRowBytes + q) = {};
         }
         Ops::fence_async_shared();  // the zeros, visible to the tensor core's reads
         stage.mbar()->arrive();     // the stage is full (its bytes were counted on `fix`)
