@@ -13,26 +13,15 @@ Skipped only when no C++ compiler is found.
 """
 from __future__ import annotations
 
-import os
-import pathlib
 import secrets
-import shutil
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from emu_harness import CXX, ROOT
+
 SRC = ROOT / "tests" / "emu" / "emu_primitives_test.cc"
 
-
-def _cxx() -> str | None:
-  for cand in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-    if cand and shutil.which(cand):
-      return shutil.which(cand)
-  return None
-
-
-CXX = _cxx()
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler found")
 
 

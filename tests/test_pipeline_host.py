@@ -21,21 +21,12 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from emu_harness import CXX, INCLUDE, ROOT  # noqa: F401 (INCLUDE: re-exported to the C++ tests)
 # main + broken-protocol tests, ProducerConsumerPipeline cases, tile pipeline cases (the
 # shared harness is pipeline_host_harness.h).
 SRCS = [ROOT / "tests" / "cpp" / f"pipeline_host_{part}.cc" for part in ("test", "pc", "tiles")]
-INCLUDE = ROOT / "ffi" / "include"
 
 
-def _cxx() -> str | None:
-  for cand in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-    if cand and shutil.which(cand):
-      return shutil.which(cand)
-  return None
-
-
-CXX = _cxx()
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler found")
 
 
