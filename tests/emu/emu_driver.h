@@ -3,6 +3,8 @@
 // an emulated grid with the kernel entries' 1024-byte alignment of dynamic shared memory.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +68,14 @@ std::string make_emu_params(Make&& make) {
   } catch (const std::exception& e) {
     return e.what();
   }
+}
+
+/// A case label's name of element type X (bf16, f16 or f32).
+template <class X>
+const char* type_name() {
+  if constexpr (std::is_same_v<X, float>) return "f32";
+  else if constexpr (std::is_same_v<X, __half>) return "f16";
+  else return "bf16";
 }
 
 /// Group sizes for a case label: "a,b,c", cut at 40 characters.

@@ -40,13 +40,6 @@ struct Case {
   uint32_t resident;  ///< clusters the emulated GPU runs at once (the rest are stolen)
 };
 
-template <class X>
-const char* type_name() {
-  if constexpr (std::is_same_v<X, float>) return "f32";
-  else if constexpr (std::is_same_v<X, __half>) return "f16";
-  else return "bf16";
-}
-
 /// Unit roundoff of X (half an ulp at 1).
 template <class X>
 double unit_roundoff() {
@@ -126,8 +119,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   char label[320];
   std::snprintf(label, sizeof(label),
                 "%-30s tile %dx%d cluster %d %s->%s %-9s%s%s M=%lld N=%lld K=%lld batch=%lld%s%s",
-                c.name, Cfg::kBlockM * Cfg::kClusterM, Cfg::kBlockN, Cfg::kClusterM, type_name<T>(),
-                type_name<Out>(), act_name(Act), c.bias ? " bias" : " nobias", c.pre ? " pre" : "",
+                c.name, Cfg::kBlockM * Cfg::kClusterM, Cfg::kBlockN, Cfg::kClusterM, jax_sm100::emu::type_name<T>(),
+                jax_sm100::emu::type_name<Out>(), act_name(Act), c.bias ? " bias" : " nobias", c.pre ? " pre" : "",
                 (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch, c.trans_a ? " trans_a" : "",
                 c.trans_b ? " trans_b" : "");
   if (!err.empty()) {

@@ -39,13 +39,6 @@ struct Case {
 };
 
 template <class X>
-const char* type_name() {
-  if constexpr (std::is_same_v<X, float>) return "f32";
-  else if constexpr (std::is_same_v<X, __half>) return "f16";
-  else return "bf16";
-}
-
-template <class X>
 double eps_of() {
   if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 22);
   else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
@@ -98,8 +91,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
         [&](const auto& map) { return ks::make_gemm_params<EmuOps>(g, plan, map, &params); });
   char label[256];
   std::snprintf(label, sizeof(label), "%-34s tile %dx%d cluster %d %s->%s M=%lld N=%lld K=%lld batch=%lld%s%s",
-                c.name, Cfg::kBlockM * Cfg::kClusterM, Cfg::kBlockN, Cfg::kClusterM, type_name<T>(),
-                type_name<Out>(), (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch,
+                c.name, Cfg::kBlockM * Cfg::kClusterM, Cfg::kBlockN, Cfg::kClusterM, jax_sm100::emu::type_name<T>(),
+                jax_sm100::emu::type_name<Out>(), (long long)c.m, (long long)c.n, (long long)c.k, (long long)c.batch,
                 c.trans_a ? " trans_a" : "", c.trans_b ? " trans_b" : "");
   if (!err.empty()) {
     std::printf("FAIL %s: plan: %s\n", label, err.c_str());

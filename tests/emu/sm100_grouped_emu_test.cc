@@ -40,13 +40,6 @@ struct Case {
 };
 
 template <class X>
-const char* type_name() {
-  if constexpr (std::is_same_v<X, float>) return "f32";
-  else if constexpr (std::is_same_v<X, __half>) return "f16";
-  else return "bf16";
-}
-
-template <class X>
 double eps_of() {
   if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 22);
   else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
@@ -94,7 +87,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   const std::string sizes = jax_sm100::emu::sizes_label(c.sizes);
   char label[320];
   std::snprintf(label, sizeof(label), "%-32s tile 128x%d %s->%s M=%lld N=%lld K=%lld G=%lld sizes [%s]%s",
-                c.name, Cfg::kBlockN, type_name<T>(), type_name<Out>(), (long long)c.m, (long long)c.n,
+                c.name, Cfg::kBlockN, jax_sm100::emu::type_name<T>(), jax_sm100::emu::type_name<Out>(), (long long)c.m, (long long)c.n,
                 (long long)c.k, (long long)g, sizes.c_str(), c.trans_rhs ? " trans_rhs" : "");
   if (!err.empty()) {
     std::printf("FAIL %s: plan: %s\n", label, err.c_str());

@@ -46,13 +46,6 @@ struct Case {
 };
 
 template <class X>
-const char* type_name() {
-  if constexpr (std::is_same_v<X, float>) return "f32";
-  else if constexpr (std::is_same_v<X, __half>) return "f16";
-  else return "bf16";
-}
-
-template <class X>
 double unit_roundoff() {
   if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 24);
   else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
@@ -125,7 +118,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
         [&](const auto& map) { return ks::make_mx_gemm_params<EmuMxOps>(g, plan, map, &params); });
   char label[256];
   std::snprintf(label, sizeof(label), "%-30s tile 128x%d %s x %s -> %s M=%lld N=%lld K=%lld", c.name, Cfg::kBlockN,
-                c.a_e5m2 ? "e5m2" : "e4m3", c.b_e5m2 ? "e5m2" : "e4m3", type_name<Out>(), (long long)c.m,
+                c.a_e5m2 ? "e5m2" : "e4m3", c.b_e5m2 ? "e5m2" : "e4m3", jax_sm100::emu::type_name<Out>(), (long long)c.m,
                 (long long)c.n, (long long)c.k);
   if (!err.empty()) {
     std::printf("FAIL %s: plan: %s\n", label, err.c_str());
