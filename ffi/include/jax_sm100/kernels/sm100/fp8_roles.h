@@ -9,7 +9,9 @@
 // set-up and tear-down, the CLC work walk (WorkIterator), the scheduler and C-load roles,
 // the load loop, MmaHandle, the epilogue's store through the swizzled staging buffers.
 // What is this kernel's own: the producer's A-scale box, the MMA's per-K TMEM stages
-// (kind::f8f6f4) and the epilogue's per-K promotion.
+// (kind::f8f6f4) and the epilogue's per-K promotion, as per-K-block / per-tile pieces
+// (fp8_load_k_block, fp8_mma_tile, fp8_promote_tile, fp8_fill_chunk) that the FP8
+// M-grouped kernel (grouped_fp8_roles.h) drives with its own work list and store.
 //
 // Pipelines: InputTilePipeline<BlockwiseFP8TilePayload> (TMA -> MMA for the tiles, and
 // -> epilogue for A's scales: two consumers, the empty barrier counts the UMMA commit and
