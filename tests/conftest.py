@@ -376,7 +376,8 @@ def assert_same_product(got, want, what=""):
   same operands): they may differ only by the fp32 summation order (XLA CPU may
   reorder it) and the final rounding that order can flip, i.e. by at most
   2 u_out |want| + 2^-20 max|want| elementwise; in a 16-bit output dtype such a
-  flip is rare, so there on under 1% of the elements as well."""
+  flip is rare, so there (in arrays of 1000 elements or more) on under 1% of the
+  elements as well."""
   dtype = np.dtype(jnp.asarray(want).dtype)
   got, want = f64(got), f64(want)
   assert got.shape == want.shape, (what, got.shape, want.shape)
@@ -384,7 +385,7 @@ def assert_same_product(got, want, what=""):
   tol = 2 * UNIT_ROUNDOFF[dtype] * np.abs(want) + 2.0**-20 * np.abs(want).max() + 1e-30
   assert (err <= tol).all(), (f"{what}: {(err > tol).sum()} of {err.size} elements differ by more "
                               f"than a rounding; worst {err.max():.3g}")
-  if UNIT_ROUNDOFF[dtype] > 2.0**-24:
+  if UNIT_ROUNDOFF[dtype] > 2.0**-24 and err.size >= 1000:
     assert (err > 0).mean() < 0.01, f"{what}: {(err > 0).sum()} of {err.size} elements differ"
 
 
