@@ -33,27 +33,12 @@ namespace jax_sm100::kernels::sm100 {
 template <class Cfg, class Ops>
 JAX_SM100_ROLE void grouped_fp8_load_role(GemmStorage<Cfg, Ops>& s, const GroupedFp8GemmParams<Ops>& p,
                                           const GroupTableEntry* table) {
-  using Barrier = typename Ops::Barrier;
-  pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
-  auto producer = input.producer();
-  pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier> throttle(s.throttle_bars, "throttle");
-  WorkIterator<Cfg, Ops> work_items(s);
   Ops::prefetch_map(&p.gemm.tma_a);
   Ops::prefetch_map(&p.gemm.tma_b);
   Ops::prefetch_map(&p.gemm.tma_sfa);
-  const int count = p.order.count(table);
-  GroupSpan cache;
-  for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(false)) {
-    throttle.producer_signal_and_step();  // the scheduler may ask for the next item
-    GroupedTile t;
-    if (decode_work(p, table, count, work, cache, &t) != GroupedWork::kCompute) continue;
-    for (int kb = 0; kb < p.gemm.k_blocks; ++kb) {
-      auto stage = producer.acquire_stage();
-      stage.expect_bytes(Cfg::kStageTxBytes);  // whole boxes: zero fill past M, N, K counts
-      fp8_load_k_block<Cfg, Ops>(stage, p.gemm, t.row0, t.n_tile * Cfg::kBlockN, t.group, kb);
-      std::move(stage).release();
-    }
-  }
+  produce_grouped_stages<Cfg, Ops>(s, p, table, [&](auto& stage, const GroupedTile& t, int kb) {
+    fp8_load_k_block<Cfg, Ops>(stage, p.gemm, t.row0, t.n_tile * Cfg::kBlockN, t.group, kb);
+  });
 }
 
 // ------------------------------------------------------------------------------------

@@ -73,39 +73,52 @@ JAX_SM100_ROLE GroupedWork decode_work(const Params& p, const GroupTableEntry* t
 // ------------------------------------------------------------------------------------
 // Warp 0: TMA producer (one thread).
 // ------------------------------------------------------------------------------------
-template <class Cfg, class Ops>
-JAX_SM100_ROLE void grouped_load_role(GemmStorage<Cfg, Ops>& s, const GroupedGemmParams<Ops>& p,
-                                      const GroupTableEntry* table) {
+/// Warp 0's loop (one thread) for the M-grouped kernels (as cta_skeleton.h's
+/// produce_stages for the dense ones): for every work item that decodes to a computing
+/// tile, each of its K blocks gets one input stage armed for Cfg::kStageTxBytes (whole
+/// boxes: zero fill past M, N, K counts), then `issue(stage, tile, kb)` issues its loads.
+/// Params: GroupedGemmParams or GroupedFp8GemmParams (order, group_sizes, gemm.k_blocks).
+template <class Cfg, class Ops, class Params, class Issue>
+JAX_SM100_ROLE void produce_grouped_stages(GemmStorage<Cfg, Ops>& s, const Params& p, const GroupTableEntry* table,
+                                           Issue&& issue) {
   using Barrier = typename Ops::Barrier;
   pipeline::InputTilePipeline<typename Cfg::Payload, Cfg::kStages, Barrier> input(s.input_bars, &s.tiles, "input");
   auto producer = input.producer();
   pipeline::ProducerConsumerPipeline<Cfg::kThrottleStages, Barrier> throttle(s.throttle_bars, "throttle");
   WorkIterator<Cfg, Ops> work_items(s);
-  Ops::prefetch_map(&p.gemm.tma_a);
-  Ops::prefetch_map(&p.gemm.tma_b);
   const int count = p.order.count(table);
   GroupSpan cache;
   for (int work = static_cast<int>(Ops::cluster_idx()); work >= 0; work = work_items.next(false)) {
     throttle.producer_signal_and_step();  // the scheduler may ask for the next item
     GroupedTile t;
     if (decode_work(p, table, count, work, cache, &t) != GroupedWork::kCompute) continue;
-    const int n_col = t.n_tile * Cfg::kBlockN;
     for (int kb = 0; kb < p.gemm.k_blocks; ++kb) {
       auto stage = producer.acquire_stage();
-      stage.expect_bytes(Cfg::kStageTxBytes);  // whole boxes: zero fill past M, N, K counts
-      Barrier* bar = stage.mbar();
-      const int k0 = kb * Cfg::kBlockK;
-      Ops::tma_load(stage.a_tile(), &p.gemm.tma_a, bar, k0, t.row0, 0);  // 128 rows x 64 K
-      uint8_t* b = stage.b_tile();
-      if (p.gemm.trans_b) {
-        Ops::tma_load(b, &p.gemm.tma_b, bar, k0, n_col, t.group);  // BlockN rows x 64 K
-      } else {
-        for (int h = 0; h < Cfg::kBRows / 64; ++h)  // 64 K rows x 64 N columns each
-          Ops::tma_load(b + h * 8192, &p.gemm.tma_b, bar, n_col + h * 64, k0, t.group);
-      }
+      stage.expect_bytes(Cfg::kStageTxBytes);
+      issue(stage, t, kb);
       std::move(stage).release();
     }
   }
+}
+
+template <class Cfg, class Ops>
+JAX_SM100_ROLE void grouped_load_role(GemmStorage<Cfg, Ops>& s, const GroupedGemmParams<Ops>& p,
+                                      const GroupTableEntry* table) {
+  Ops::prefetch_map(&p.gemm.tma_a);
+  Ops::prefetch_map(&p.gemm.tma_b);
+  produce_grouped_stages<Cfg, Ops>(s, p, table, [&](auto& stage, const GroupedTile& t, int kb) {
+    auto* bar = stage.mbar();
+    const int k0 = kb * Cfg::kBlockK;
+    const int n_col = t.n_tile * Cfg::kBlockN;
+    Ops::tma_load(stage.a_tile(), &p.gemm.tma_a, bar, k0, t.row0, 0);  // 128 rows x 64 K
+    uint8_t* b = stage.b_tile();
+    if (p.gemm.trans_b) {
+      Ops::tma_load(b, &p.gemm.tma_b, bar, k0, n_col, t.group);  // BlockN rows x 64 K
+    } else {
+      for (int h = 0; h < Cfg::kBRows / 64; ++h)  // 64 K rows x 64 N columns each
+        Ops::tma_load(b + h * 8192, &p.gemm.tma_b, bar, n_col + h * 64, k0, t.group);
+    }
+  });
 }
 
 // ------------------------------------------------------------------------------------
