@@ -496,11 +496,14 @@ def _act64(name: str, z):
 
 
 def _bias_expected(case: BiasCase, a, b, c):
-  """(float64 result, scalar tolerance): one unit in the last place of the output at the
-  largest |z|, plus _gemm_expected's bound on the fp32 accumulation and the fp32 rounding
+  """(float64 result, per-element tolerance): one unit in the last place of the output at
+  the element's own |z| (its pre-activation: an epilogue may round z before the
+  activation), plus _gemm_expected's bound on the fp32 accumulation and the fp32 rounding
   of the bias add, times 1.13 (the largest |act'|), plus 4 fp32 ulps of the largest |z|
-  (the fp32 activation). A bias one column off, pre taken after the activation or the
-  activation applied twice is O(0.1) or more (the data is N(0, 1))."""
+  (the fp32 activation). Per element, because with K ~ 1000 the largest |z| is ~140 and
+  one ulp there (0.14 in f16, 1.1 in bf16) would hide a wrong activation, whose gap is
+  largest near |z| ~ 1 (gelu vs relu: 0.17). A bias one column off, pre taken after the
+  activation or the activation applied twice is O(0.1) or more (the data is N(0, 1))."""
   a64, b64 = a.astype(np.float64), b.astype(np.float64)
   if case.trans_a:
     a64 = np.swapaxes(a64, -1, -2)
@@ -512,10 +515,12 @@ def _bias_expected(case: BiasCase, a, b, c):
     z = z + np.asarray(bias, np.float64)
   zmax = float(np.abs(z).max())
   acc = 8.0 * math.sqrt(max(case.k, 1)) * 2.0**-24 * float((np.abs(a64) @ np.abs(b64)).max())
-  tol = (2.0 * _UNIT_ROUNDOFF[case.out_dtype] * zmax + 1.13 * (acc + 2.0**-23 * zmax)
+  tol = (2.0 * _UNIT_ROUNDOFF[case.out_dtype] * np.abs(z) + 1.13 * (acc + 2.0**-23 * zmax)
          + 4.0 * 2.0**-24 * zmax + 1e-30)
   d = _act64(case.activation, z)
-  return (np.concatenate([d, z], axis=-1) if case.want_pre else d), tol
+  if case.want_pre:
+    return np.concatenate([d, z], axis=-1), np.concatenate([tol, tol], axis=-1)
+  return d, tol
 
 
 FAMILIES["gemm_bias"] = Family("gemm_bias", ("jax_sm100_gemm_bias",),

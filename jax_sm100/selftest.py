@@ -52,7 +52,9 @@ class SelfTestFailure(RuntimeWarning):
 
 @dataclasses.dataclass(frozen=True)
 class CaseResult:
-  """max_abs_err against float64 and the case's tolerance; error: the exception (type:
+  """max_abs_err against float64 and the case's tolerance (for a family whose tolerance
+  is per element: the error and tolerance of the element nearest its bound); error: the
+  exception (type:
   message) when the launch raised; runtime_error: it was an XLA runtime error (a kernel
   trap or launch failure); path: 'kernel' or 'reference'."""
   case: Case
@@ -171,8 +173,13 @@ def run_case(case: Case, path: str, rng) -> CaseResult:
                       f"{want.shape} {case.out_dtype}")
   got64 = got.astype(np.float64)
   finite = bool(np.isfinite(got64).all())
-  err = float(np.nanmax(np.abs(got64 - want))) if finite else math.inf
-  return CaseResult(case, path, err, tol, nonfinite=not finite)
+  if not finite:
+    return CaseResult(case, path, math.inf, float(np.max(tol)), nonfinite=True)
+  diff = np.abs(got64 - want)
+  if np.ndim(tol) == 0:
+    return CaseResult(case, path, float(np.nanmax(diff)), float(tol))
+  worst = np.unravel_index(int(np.nanargmax(diff / tol)), diff.shape)
+  return CaseResult(case, path, float(diff[worst]), float(tol[worst]))
 
 
 def _path(family: str, backend: str) -> tuple[str, str | None]:

@@ -379,8 +379,8 @@ def test_gemm_bias_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
   """The gemm_bias family's known-answer cases (what a Blackwell GPU runs on first use):
   every activation on every sm100 tiling, with and without bias and pre, pass through the
   launch layer on the target's CPU handler; a planted fault (the wrong activation) fails
-  every case with an f16 or f32 output (a bf16 output's ulp at the largest |z| can hide
-  the gap between two activations) and at least one case of every activation."""
+  every case, bf16 outputs and K ~ 1000 (|z| up to ~140) included: the tolerance is per
+  element, so the ulp of the largest |z| does not hide the gap between two activations."""
   from jax_sm100 import _activations, selftest
   cases = selftest.cases("gemm_bias", "sm100")
   assert {(c.tiling, c.activation) for c in cases} == {
@@ -397,9 +397,8 @@ def test_gemm_bias_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
   monkeypatch.setattr(selftest, "launch_kernel", lambda case, a, b, c: real(
       dataclasses.replace(case, activation=wrong[case.activation]), a, b, c))
   results = selftest.run_family("gemm_bias", "sm100", seed=seed, path="kernel")
-  missed = [r.case for r in results if r.passed]
-  assert not [c.describe() for c in missed if c.out_dtype != "bfloat16"]
-  assert {r.case.activation for r in results if not r.passed} == set(_activations.CODES)
+  assert len(results) == len(cases)
+  assert not [r.case.describe() for r in results if r.passed]
 
 
 # ---------------------------------------------------------------------------
