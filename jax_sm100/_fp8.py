@@ -212,6 +212,60 @@ def _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, res, g):
 _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 
 
+# ---------------------------------------------------------------------------
+# fp8_dot with the bias and activation fused into the FP8 kernel's epilogue
+# (jax_sm100_fp8_gemm_bias: sm100 after its self-test, cpu_ffi). Forward: d =
+# act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation, as
+# matmul_bias (jax_sm100/_bias.py): gelu/silu fuse the bias only and write z (bf16),
+# XLA applies the activation and z is saved; relu saves d; then dz = g * act'(z) in fp32,
+# the bias gradient its fp32 sum over rows, and dz (g's dtype) feeds the FP8 backward.
+# ---------------------------------------------------------------------------
+
+def _fused_forward(ctx, plan, name, x2, w, bias, for_grad: bool):
+  """(d, FP8 residuals of the backward or None): the fused launch on Q(x), Q(w)."""
+  if for_grad:
+    (xq, xs), (xtq, xts) = _quant.quantize_dual(ctx, x2, 1, plan[0], plan[1])
+    (wq, ws), (wtq, wts) = _quantize_weight(ctx, w)
+    res = (xtq, xts, wq, ws)
+  else:
+    xq, xs = _quant.quantize(ctx, x2, (1, BLOCK), E4M3, plan[0], for_gemm=True)
+    _, (wtq, wts) = _quantize_weight(ctx, w)
+    res = None
+  return _fp8_launch.fp8_gemm_bias(ctx, xq, xs, wtq, wts, bias, name), res
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6))
+def _fp8_dot_fused(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x2, w, bias):
+  del out_dtype, x_dtype, w_dtype
+  return _fused_forward(ctx, plan, name, x2, w, bias if has_bias else None, False)[0]
+
+
+def _fp8_dot_fused_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x2, w, bias):
+  del out_dtype, x_dtype, w_dtype
+  bias = bias if has_bias else None
+  if name in _activations.NEEDS_PRE:
+    z, res = _fused_forward(ctx, plan, "none", x2, w, bias, True)
+    d = _activations.apply(name, z.astype(jnp.float32)).astype(z.dtype)
+    return d, (res, z)
+  d, res = _fused_forward(ctx, plan, name, x2, w, bias, True)
+  return d, (res, d if name == "relu" else None)
+
+
+def _fp8_dot_fused_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, res, g):
+  fp8_res, saved = res
+  if name == "none":
+    dz32, dz = g.astype(jnp.float32), g
+  else:
+    dz32 = g.astype(jnp.float32) * _activations.derivative(name, saved)
+    dz = dz32.astype(g.dtype)
+  dbias = jnp.sum(dz32, axis=0) if has_bias else jnp.zeros((0,), jnp.float32)
+  dx, dw = _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, fp8_res, dz)
+  return dx, dw, dbias
+
+
+_fp8_dot_fused.defvjp(_fp8_dot_fused_fwd, _fp8_dot_fused_bwd)
+
+
 def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
   """act(x @ w + bias) with x @ w computed in FP8 with blockwise scales (DeepSeek-V3 recipe).
 
@@ -229,11 +283,15 @@ def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
     and dw = Q(x)^T @ Q(g), each operand quantized in 1x128 (activations and
     gradients) or 128x128 blocks along that product's contraction dim.
 
-  With a bias or an activation the FP8 product y = x @ w is rounded to out_dtype as
-  without them, then z = y + bias and act(z) are evaluated in float32 and rounded once
-  more (one XLA elementwise pass after the GEMM: the FP8 kernel's epilogue does not fuse
-  them). Under differentiation g * act'(z) is the product's cotangent (rounded to
-  out_dtype, as matmul_bias does) and the bias gradient is its float32 sum over rows.
+  With a bias or an activation: on sm100 (once the fp8_gemm_bias family's first-use
+  self-test passed) and cpu_ffi, for a bfloat16 output, the FP8 kernel's epilogue fuses
+  them: z = x @ w + bias in float32, act(z) rounded once (under differentiation gelu and
+  silu fuse the bias only and XLA applies the activation to z rounded to out_dtype, as
+  matmul_bias does). Elsewhere (sm90 included) the FP8 product y = x @ w is rounded to
+  out_dtype as without them, then z = y + bias and act(z) are evaluated in float32 and
+  rounded once more (one XLA elementwise pass after the GEMM). Under differentiation
+  g * act'(z) is the product's cotangent (rounded to out_dtype) and the bias gradient is
+  its float32 sum over rows.
   """
   op = "fp8_dot"
   x = _checks.as_array(op, "x", x)
@@ -251,6 +309,13 @@ def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
   x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
   ctx = _backend.context()
   plan = _plan(ctx, x2.shape[0], x2.shape[1], w.shape[1], out_dtype, x.dtype, w.dtype)
+  if ((bias is not None or name != "none") and plan[0]
+      and _fp8_launch.bias_kernel_ok(ctx, x2.shape[0], w.shape[1], x2.shape[1], out_dtype)):
+    bias32 = jnp.zeros((0,), jnp.float32) if bias is None else bias.astype(jnp.float32)
+    with _autodiff.reverse_mode_only(op, x2, w, bias32):
+      y = _fp8_dot_fused(ctx, out_dtype, x.dtype, w.dtype, plan, name, bias is not None, x2,
+                         w, bias32)
+    return y.reshape(x.shape[:-1] + (w.shape[1],))
   with _autodiff.reverse_mode_only(op, x2, w):
     y = _fp8_dot(ctx, out_dtype, x.dtype, w.dtype, plan, x2, w)
   if bias is not None or name != "none":

@@ -251,13 +251,9 @@ def _fp8_reference(case: Case, a, b, c):
       a, sa, b, sb, c, case.beta, jnp.dtype(case.out_dtype)))(a, sa, b, sb, c)
 
 
-def _fp8_expected(case: Case, a, b, c):
-  """(float64 result of the dequantized inputs, scalar tolerance): one unit in the last
-  place of bf16 at the largest value (the final rounding, with margin), plus 2^-12 of the
-  largest sum of |terms| (the fp32 partials and promotions, with room for a tensor core
-  that keeps fewer bits while it sums one K block), plus the fp32 rounding of beta * c. A
-  scale taken from the wrong block, a dropped K block or a layout error moves elements by
-  a fair fraction of sqrt(128) times their scale."""
+def _fp8_product64(a, b):
+  """(the float64 product of the dequantized e4m3 inputs with _fp8_scales, the sum of
+  |terms| per element), both (M, N)."""
   sa, sb = _fp8_scales(a, b)
   a64, b64 = np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64)
   (m, k), n = a64.shape, b64.shape[0]
@@ -267,6 +263,17 @@ def _fp8_expected(case: Case, a, b, c):
     s = sa[:, q, None].astype(np.float64) * np.repeat(sb[:, q], _FP8_BLOCK)[None, :n]
     want += s * (a64[:, ks] @ b64[:, ks].T)
     absterms += s * (np.abs(a64[:, ks]) @ np.abs(b64[:, ks]).T)
+  return want, absterms
+
+
+def _fp8_expected(case: Case, a, b, c):
+  """(float64 result of the dequantized inputs, scalar tolerance): one unit in the last
+  place of bf16 at the largest value (the final rounding, with margin), plus 2^-12 of the
+  largest sum of |terms| (the fp32 partials and promotions, with room for a tensor core
+  that keeps fewer bits while it sums one K block), plus the fp32 rounding of beta * c. A
+  scale taken from the wrong block, a dropped K block or a layout error moves elements by
+  a fair fraction of sqrt(128) times their scale."""
+  want, absterms = _fp8_product64(a, b)
   cterm = 0.0
   if case.c_shape is not None and case.beta != 0.0:
     want = want + case.beta * np.asarray(c).astype(np.float64)
@@ -528,5 +535,6 @@ FAMILIES["gemm_bias"] = Family("gemm_bias", ("jax_sm100_gemm_bias",),
                                _gemm_tilings, _bias_kernel, _bias_reference, _bias_expected)
 
 
-# The grouped family lives in its own module; importing it registers it.
-from jax_sm100 import _selftest_grouped  # noqa: E402,F401
+# The grouped and FP8 bias families live in their own modules; importing them registers
+# them.
+from jax_sm100 import _selftest_fp8_bias, _selftest_grouped  # noqa: E402,F401

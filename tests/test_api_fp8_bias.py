@@ -2,10 +2,14 @@
 reference path and on the cpu_ffi path (the FP8 targets' CPU handlers through the real
 launch layer), against float64 on fresh random data.
 
-The contract: y = Q(x) @ Q(w) (FP8 blockwise, fp32 accumulation) rounded to out_dtype,
-z = y + bias and act(z) in fp32, rounded once more; the backward feeds
-dz = g * act'(z) (rounded to out_dtype) to fp8_dot's FP8 products and returns the bias
-gradient as the fp32 sum of dz over rows.
+The contract: z = Q(x) @ Q(w) (FP8 blockwise, fp32 accumulation) + bias and act(z) in
+fp32, rounded once to a bf16 output where the fused target jax_sm100_fp8_gemm_bias runs
+(cpu_ffi here, sm100 after its self-test; under differentiation gelu/silu fuse the bias
+only and XLA applies the activation to z rounded to bf16); elsewhere y = Q(x) @ Q(w) is
+rounded to out_dtype first and z = y + bias, act(z) are evaluated in fp32 and rounded once
+more. The tolerances below hold for both. The backward feeds dz = g * act'(z) (rounded to
+out_dtype) to fp8_dot's FP8 products and returns the bias gradient as the fp32 sum of dz
+over rows.
 """
 import jax
 import jax.numpy as jnp
@@ -18,6 +22,13 @@ from conftest import UNIT_ROUNDOFF, calc_diff, f64, np_dequantize, random_array
 BF16, F32 = jnp.bfloat16, jnp.float32
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
 FP8_TARGETS = {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual"}
+FUSED = "jax_sm100_fp8_gemm_bias"
+CODES = {None: 0, "relu": 1, "gelu": 2, "gelu_exact": 3, "silu": 4}
+
+
+def fused_launches(calls):
+  """[(activation code, bias length)] of the fused target's launches among `calls`."""
+  return [(int(attrs["activation"]), shapes[4][0]) for t, shapes, attrs in calls if t == FUSED]
 
 
 def _q64(x, block):
@@ -69,8 +80,9 @@ def test_forward_every_activation(rng, path, act, with_bias):
       + u * np.abs(ref) + 1e-30
   err = np.abs(f64(d) - ref)
   assert (err <= tol).all(), (err.max(), tol.flat[np.argmax(err - tol)])
-  if path[0] == "cpu_ffi":
-    assert "jax_sm100_fp8_gemm" in {c[0] for c in path[1]}
+  if path[0] == "cpu_ffi":  # one fused launch: this activation, the bias (padded N) or none
+    assert fused_launches(path[1]) == [(CODES[act], 200 if with_bias else 0)]
+    assert "jax_sm100_fp8_gemm" not in {c[0] for c in path[1]}
 
 
 @pytest.mark.parametrize("act", ACTS)
@@ -107,7 +119,10 @@ def test_grads_every_activation(rng, path, act):
   assert calc_diff(f64(dx), dz64 @ f64(w).T) < 2e-2
   assert calc_diff(f64(dw), f64(x).T @ dz64) < 2e-2
   if path[0] == "cpu_ffi":
+    # Forward fused (gelu/silu: the bias only, XLA's activation), backward the FP8 GEMM.
     assert FP8_TARGETS & {c[0] for c in path[1]} >= {"jax_sm100_fp8_gemm"}
+    fused_code = 0 if act in ("gelu", "gelu_exact", "silu") else CODES[act]
+    assert fused_launches(path[1]) == [(fused_code, n)]
 
 
 def test_batched_input_bias_dtype_and_vmap(rng, path):

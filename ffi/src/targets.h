@@ -22,6 +22,7 @@
   X("jax_sm100_fp8_gemm", JaxSm100Fp8Gemm, JaxSm100Fp8GemmCpu, true)                       \
   X("jax_sm100_fp8_gemm_residual", JaxSm100Fp8GemmResidual, JaxSm100Fp8GemmResidualCpu,    \
     true)                                                                                  \
+  X("jax_sm100_fp8_gemm_bias", JaxSm100Fp8GemmBias, JaxSm100Fp8GemmBiasCpu, true)          \
   X("jax_sm100_quantize_fp8", JaxSm100QuantizeFp8, JaxSm100QuantizeFp8Cpu, true)           \
   X("jax_sm100_mxfp8_gemm", JaxSm100Mxfp8Gemm, JaxSm100Mxfp8GemmCpu, true)                 \
   X("jax_sm100_grouped_gemm", JaxSm100GroupedGemm, JaxSm100GroupedGemmCpu, true)           \

@@ -2,6 +2,8 @@
 
   d = (a * a_scale) @ (b * b_scale)^T (+ beta * c)
       targets jax_sm100_fp8_gemm, jax_sm100_fp8_gemm_residual
+  d = act((a * a_scale) @ (b * b_scale)^T + bias)      (sm100 and cpu_ffi only)
+      target jax_sm100_fp8_gemm_bias: z in fp32, one rounding to bf16
 
 a (M, K) e4m3 with 1x128 scales, b (N, K) e4m3 with b_scale (ceil(N/128),
 ceil(K/128)), c (M, N) bf16 -> d (M, N) bf16.
@@ -27,13 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _explain, _reference, _selftest_guard, tuning
+from jax_sm100 import _activations, _explain, _reference, _selftest_guard, tuning
 from jax_sm100._backend import Context
 from jax_sm100._launch import partition
 from jax_sm100._util import pad_to, round_up
 
 TARGET = "jax_sm100_fp8_gemm"
 RESIDUAL_TARGET = "jax_sm100_fp8_gemm_residual"
+BIAS_TARGET = "jax_sm100_fp8_gemm_bias"
 BF16 = np.dtype(jnp.bfloat16)
 E4M3 = np.dtype(jnp.float8_e4m3fn)
 MAX_K = 65536  # the sm90 kernel keeps all of a row's K-block scales on chip
@@ -167,3 +170,84 @@ def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, *, a_scale_transposed: bool,
   if a_scale_transposed:
     a_scale = untranspose_a_scale(a_scale, m)
   return _reference.fp8_gemm(a, a_scale, b, b_scale, c, beta, out_dtype)
+
+
+# ---------------------------------------------------------------------------
+# The fused bias/activation epilogue (jax_sm100_fp8_gemm_bias)
+# ---------------------------------------------------------------------------
+
+def _launch_bias(a, a_scale_t, b, b_scale, bias, name, settings):
+  """_launch's layout with the bias ((N,) f32 or (0,)) and the activation's code."""
+  m, k = a.shape
+  n = b.shape[0]
+  kp, np_ = round_up(k, 16), round_up(n, 8)
+  a_scale_t = _pad_a_scale_t(a_scale_t, m)
+  a = pad_to(a, 1, kp)
+  b = pad_to(pad_to(b, 1, kp), 0, np_)
+  if bias.shape[0]:
+    bias = pad_to(bias, 0, np_)
+  cfg, why = tuning.resolve_fp8(settings, m, np_, kp, False)
+  attrs = dict(cfg.attributes(), activation=np.int32(_activations.CODES[name]))
+  ops = [a, a_scale_t, b, b_scale, bias]
+  _explain.note_launch(BIAS_TARGET, ops, attrs, f"{m}x{np_}x{kp}, {name}: {why}")
+  d = jax.ffi.ffi_call(BIAS_TARGET, jax.ShapeDtypeStruct((m, np_), BF16))(*ops, **attrs)
+  return d[:, :n] if np_ != n else d
+
+
+def _bias_reference(a, a_scale_t, b, b_scale, bias, name):
+  """The same numbers from jnp: the product in f32, + bias, act, one rounding to bf16."""
+  z = _reference.fp8_gemm(a, untranspose_a_scale(a_scale_t, a.shape[0]), b, b_scale, None, 0.0,
+                          np.dtype(jnp.float32))
+  if bias.shape[0]:
+    z = z + bias
+  return _activations.apply(name, z).astype(BF16)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_bias(name: str, has_bias: bool, settings):
+  """The FP8 bias/activation launch as a custom_vmap function of (a, a_scale_t, b,
+  b_scale, bias): an a-side batch folds into M (one launch); a batched b, b_scale or
+  bias runs the batched reference."""
+
+  def local(a, a_scale_t, b, b_scale, bias):
+    return _launch_bias(a, a_scale_t, b, b_scale, bias, name, settings)
+
+  @custom_vmap
+  def call(*ops):
+    return partition.sharded_call(local, partition.fp8_bias_spec(has_bias), *ops)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, *ops):
+    if not any(in_batched):
+      return call(*ops), False
+    if any(in_batched[2:]):
+      axes = [0 if bt else None for bt in in_batched]
+      return jax.vmap(lambda *o: _bias_reference(*o, name), in_axes=axes)(*ops), True
+    ops = list(ops)
+    a, a_scale_t = [x if bt else jnp.broadcast_to(x, (axis_size,) + x.shape)
+                    for x, bt in zip(ops[:2], in_batched[:2])]
+    m = a.shape[1]
+    ops[0] = a.reshape((axis_size * m,) + a.shape[2:])  # fold the vmapped axis into M
+    st = jnp.moveaxis(a_scale_t[..., :m], 0, 1)        # (K/128, B, M)
+    ops[1] = st.reshape(st.shape[0], axis_size * m)
+    d = call(*ops)
+    return d.reshape((axis_size, m) + d.shape[1:]), True
+
+  return call
+
+
+def bias_kernel_ok(ctx: Context, m: int, n: int, k: int, out_dtype) -> bool:
+  """Whether act(x @ w + bias) with an (M, K) @ (N, K)^T FP8 product -> out_dtype runs the
+  fused kernel (sm100 once its first-use self-test passed; cpu_ffi; never sm90, which
+  has no such kernel)."""
+  return (ctx.can_call(BIAS_TARGET) and np.dtype(out_dtype) == BF16 and min(m, n, k) > 0
+          and k <= MAX_K and _selftest_guard.refusal(ctx, BIAS_TARGET) is None)
+
+
+def fp8_gemm_bias(ctx: Context, a, a_scale_t, b, b_scale, bias, name: str):
+  """bf16 act((a*a_scale) @ (b*b_scale)^T + bias) on the fused kernel: a_scale_t as a
+  quantize launch's for_gemm output, bias (N,) f32 or None, name a canonical activation.
+  The caller checked bias_kernel_ok."""
+  has_bias = bias is not None
+  bias = bias if has_bias else jnp.zeros((0,), jnp.float32)
+  return _kernel_bias(name, has_bias, ctx.tuning)(a, a_scale_t, b, b_scale, bias)

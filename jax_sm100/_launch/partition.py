@@ -320,6 +320,15 @@ def fp8_gemm_spec(residual: bool) -> Spec:
               op="fp8_blockwise_matmul")
 
 
+def fp8_bias_spec(has_bias: bool) -> Spec:
+  """Factors of the FP8 bias/activation launch (a, a_scale_t, b, b_scale, bias) -> d:
+  fp8_gemm_spec's with K whole (the activation needs the whole sum: a sharded K is
+  gathered), the bias sharing N."""
+  operands = (("m", None), (None, Block("m")), ("n", None), (Block("n", 128), None),
+              ("n",) if has_bias else (None,))
+  return Spec(operands, (("m", "n"),), op="fp8_dot")
+
+
 def grouped_spec(kind: str, trans_rhs: bool = False, op: str = "ragged_dot") -> Spec:
   """Factors of the grouped launches (_grouped.py), group_sizes last and whole:
 

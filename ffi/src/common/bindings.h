@@ -111,6 +111,19 @@ auto fp8_gemm_residual(B&& b) {
                         .template Attr<float>("beta"));
 }
 
+/// jax_sm100_fp8_gemm_bias: a, a_scale, b, b_scale, bias (f32 (N,) or (0,)) -> d (bf16).
+template <class B>
+auto fp8_gemm_bias(B&& b) {
+  return fp8_tiling(std::forward<B>(b)
+                        .template Arg<Any>()
+                        .template Arg<Any>()
+                        .template Arg<Any>()
+                        .template Arg<Any>()
+                        .template Arg<Any>()
+                        .template Ret<ffi::Buffer<ffi::BF16>>())
+      .template Attr<int32_t>("activation");
+}
+
 /// jax_sm100_mxfp8_gemm: a, a_scale, b, b_scale -> d.
 template <class B>
 auto mxfp8_gemm(B&& b) {
