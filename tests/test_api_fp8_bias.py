@@ -11,18 +11,23 @@ more. The tolerances below hold for both. The backward feeds dz = g * act'(z) (r
 out_dtype) to fp8_dot's FP8 products and returns the bias gradient as the fp32 sum of dz
 over rows.
 """
+import dataclasses
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jax_sm100
+from jax_sm100 import _backend, _ffi_registry, _selftest_guard, tuning
 from conftest import UNIT_ROUNDOFF, calc_diff, f64, np_dequantize, random_array
 
 BF16, F32 = jnp.bfloat16, jnp.float32
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
 FP8_TARGETS = {"jax_sm100_fp8_gemm", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual"}
 FUSED = "jax_sm100_fp8_gemm_bias"
+TARGETS_H = pathlib.Path(__file__).resolve().parents[1] / "ffi" / "src" / "targets.h"
 CODES = {None: 0, "relu": 1, "gelu": 2, "gelu_exact": 3, "silu": 4}
 
 
@@ -204,3 +209,65 @@ def test_fp8_linear_act_nnx(rng):
   np.testing.assert_array_equal(f64(layer(x)), f64(want))
   with pytest.raises(ValueError, match="Fp8LinearAct: dot_general is not used"):
     jf.Fp8LinearAct(4, 4, dot_general=jax.lax.dot_general, rngs=nnx.Rngs(0))
+
+
+# ---------------------------------------------------------------------------
+# Where the fused target runs: sm100 behind its self-test, never sm90
+# ---------------------------------------------------------------------------
+
+def _family_result(family, passed):
+  return _selftest_guard.FamilyResult(family, "sm100", "fake", passed, (), 0,
+                                      None if passed else f"{family} self-test failed (planted)")
+
+
+@pytest.mark.parametrize("backend,bias_family_passes,fused", [
+    ("sm100", True, True), ("sm100", False, False), ("sm90", True, False)])
+def test_fused_target_per_backend(rng, monkeypatch, backend, bias_family_passes, fused):
+  """On sm100 fp8_dot(bias=, activation=) launches the fused target once the fp8_gemm_bias
+  family's first-use self-test passed (stubbed here: tracing only), else the FP8 GEMM and
+  XLA's epilogue; sm90 has no fused kernel (NO_SM90_KERNEL) and takes the latter."""
+  row = [l for l in TARGETS_H.read_text().splitlines() if f'X("{FUSED}"' in l]
+  assert len(row) == 1 and row[0].rstrip(" \\").endswith("true)"), row
+  assert FUSED in _backend.NO_SM90_KERNEL
+  targets = frozenset(_ffi_registry.target_names())
+  if backend == "sm90":
+    targets -= _backend.NO_SM90_KERNEL
+  ctx = _backend.Context(backend, targets)
+  monkeypatch.setattr(_backend, "context", lambda: ctx)
+  monkeypatch.setattr(_selftest_guard, "_enabled", True)
+  asked = []
+  monkeypatch.setattr(_selftest_guard, "ensure", lambda family, b: asked.append(family) or
+                      _family_result(family, bias_family_passes or family != "fp8_gemm_bias"))
+  x, w = random_array(rng, (40, 256), BF16), random_array(rng, (256, 72), BF16)
+  text = str(jax.make_jaxpr(lambda x, w: jax_sm100.fp8_dot(
+      x, w, bias=jnp.ones(72, F32), activation="relu"))(x, w))
+  assert (f"target_name={FUSED}" in text) == fused, text[-3000:]
+  assert ("target_name=jax_sm100_fp8_gemm " in text
+          or "target_name=jax_sm100_fp8_gemm\n" in text) == (not fused)
+  assert ("fp8_gemm_bias" in asked) == (backend == "sm100")
+
+
+def test_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
+  """The fp8_gemm_bias family's known-answer cases (what a Blackwell GPU runs on first
+  use): every activation on every sm100 FP8 tiling, the bias on and off, pass through the
+  launch layer on the target's CPU handler; a planted fault (the wrong activation) fails
+  every case (the tolerance is per element)."""
+  from jax_sm100 import _activations, selftest
+  cases = selftest.cases("fp8_gemm_bias", "sm100")
+  tilings = {(bm, bn, cl) for bm, bn, cl, along_n in tuning.SM100_FP8_TILINGS if not along_n}
+  assert {(c.tiling, c.activation) for c in cases} == {
+      (t, a) for t in tilings for a in _activations.CODES}
+  assert {c.has_bias for c in cases} == {True, False}
+  assert {c.k for c in cases} >= {16} and max(c.k for c in cases) > 4 * 128
+  seed = int(np.random.default_rng().integers(2**31))
+  results = selftest.run_family("fp8_gemm_bias", "sm100", seed=seed, path="kernel")
+  assert len(results) == len(cases) and all(r.passed for r in results), [
+      (r.case.describe(), r.max_abs_err, r.tol, r.error) for r in results if not r.passed]
+  assert {t for t, _, _ in cpu_ffi} == {FUSED}
+  real = selftest.launch_kernel
+  wrong = {"none": "relu", "relu": "none", "gelu_tanh": "silu", "gelu_erf": "relu",
+           "silu": "gelu_erf"}
+  monkeypatch.setattr(selftest, "launch_kernel", lambda case, a, b, c: real(
+      dataclasses.replace(case, activation=wrong[case.activation]), a, b, c))
+  results = selftest.run_family("fp8_gemm_bias", "sm100", seed=seed, path="kernel")
+  assert not [r.case.describe() for r in results if r.passed]

@@ -24,7 +24,7 @@ BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
 TARGETS = ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
            "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
            "jax_sm100_mxfp8_gemm", "jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm",
-           "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias")
+           "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias", "jax_sm100_fp8_gemm_bias")
 needs_cpu_handlers = pytest.mark.skipif(
     not _ffi_registry.registered_cpu_targets() or jax.devices()[0].platform != "cpu",
     reason="needs the extension's CPU handlers and a CPU default device")
@@ -130,6 +130,8 @@ def test_every_op_launches_its_target(cpu_ffi):
       "jax_sm100_fp8_grouped_gemm": (jax_sm100.fp8_ragged_dot, x.astype(BF16), gw, sizes),
       "jax_sm100_gemm_bias": (lambda a, b: jax_sm100.matmul_bias(a, b, jnp.ones(9),
                                                                  activation="gelu"), a, b),
+      "jax_sm100_fp8_gemm_bias": (lambda x, w: jax_sm100.fp8_dot(
+          x.astype(BF16), w.astype(BF16), bias=jnp.ones(24), activation="silu"), x, w),
   }
   for target, (f, *args) in cases.items():
     assert f"custom_call @{target}(" in hlo(f, *args), target
@@ -405,6 +407,33 @@ def test_fp8_rejects_bad_tuning_attributes():
   np.testing.assert_array_equal(f64(d), 16.5)
   with pytest.raises(Exception, match="K must be a multiple of 16"):
     jax.block_until_ready(_fp8(8, 8, 24))
+
+
+def _fp8_bias(m, n, k, bias, activation):
+  kb = -(-k // 128)
+  ops = [jnp.ones((m, k), E4M3), jnp.ones((kb, -(-m // 4) * 4), F32), jnp.ones((n, k), E4M3),
+         jnp.ones((-(-n // 128), kb), F32), bias]
+  return jax.ffi.ffi_call("jax_sm100_fp8_gemm_bias", jax.ShapeDtypeStruct((m, n), BF16))(
+      *ops, **FP8_ATTRS, activation=np.int32(activation))
+
+
+@needs_cpu_handlers
+def test_fp8_bias_handler_contract():
+  """d = bf16(act(acc + bias)): all-ones operands give acc = K exactly."""
+  bias = jnp.asarray(np.arange(-36.0, 12.0, 6.0), F32)   # 32 + bias exact in bf16
+  np.testing.assert_array_equal(f64(_fp8_bias(4, 8, 32, bias, 1)),
+                                np.maximum(32 + f64(bias), 0)[None, :].repeat(4, 0))
+  np.testing.assert_array_equal(f64(_fp8_bias(4, 8, 32, jnp.zeros((0,), F32), 0)), 32.0)
+  with pytest.raises(Exception, match=r"activation must be one of 0 none, 1 relu"):
+    jax.block_until_ready(_fp8_bias(4, 8, 32, bias, 5))
+  with pytest.raises(Exception, match=r"bias must be float32 of shape \(N,\) = \(8,\)"):
+    jax.block_until_ready(_fp8_bias(4, 8, 32, jnp.ones((7,), F32), 0))
+  with pytest.raises(Exception, match="bias must be float32"):
+    jax.block_until_ready(_fp8_bias(4, 8, 32, jnp.ones((8,), BF16), 0))
+  with pytest.raises(Exception, match="K must be positive"):
+    jax.block_until_ready(_fp8_bias(4, 8, 0, bias, 0))
+  with pytest.raises(Exception, match="K must be a multiple of 16"):
+    jax.block_until_ready(_fp8_bias(4, 8, 24, bias, 0))
 
 
 @needs_cpu_handlers

@@ -292,6 +292,27 @@ def test_fp8_dot_patterns(kernels, rng, mesh_name, pattern):
 
 
 @needs8
+@pytest.mark.parametrize("mesh_name,pattern", [(m, p) for m, p in FP8_CASES if p != "data_row"])
+def test_fp8_dot_bias_activation_patterns(kernels, rng, mesh_name, pattern):
+  """The fused FP8 bias/activation launch (jax_sm100_fp8_gemm_bias): data and column
+  parallel run locally (the bias shards with N), no collective; a sharded K is gathered
+  (the activation needs the whole sum): all-gathers only, the same numbers."""
+  mesh = mesh_of(mesh_name)
+  sa, sb, _ = patterns(mesh_name)[pattern]
+  x, w, b = bf16(rng, (1024, 512)), bf16(rng, (512, 1024), 0.05), bf16(rng, (1024,))
+  X, W = put(mesh, x, sa), put(mesh, w, sb)
+  B = put(mesh, b, P(sb[1] if len(sb) > 1 else None))  # the bias sharded as w's N
+  f = lambda x, w, b: jax_sm100.fp8_dot(x, w, bias=b, activation="gelu")
+  colls = collectives(f, X, W, B)
+  if pattern == "row":
+    assert colls and set(kinds(colls)) == {"all-gather"}, colls
+  else:
+    assert colls == [], colls
+  assert "jax_sm100_fp8_gemm_bias" in {t for t, _, _ in kernels}
+  close(jax.jit(f)(X, W, B), f(x, w, b), rel=2.0**-6)
+
+
+@needs8
 def test_fp8_k_split_inside_a_block_is_an_error(kernels, rng):
   mesh = mesh_of("2x4")
   a = jnp.asarray(rng.standard_normal((128, 384)), jnp.float8_e4m3fn)
