@@ -271,3 +271,13 @@ def test_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
       dataclasses.replace(case, activation=wrong[case.activation]), a, b, c))
   results = selftest.run_family("fp8_gemm_bias", "sm100", seed=seed, path="kernel")
   assert not [r.case.describe() for r in results if r.passed]
+
+
+def test_explain_names_the_fused_launch(cpu_ffi):
+  x, w = jax.ShapeDtypeStruct((300, 256), BF16), jax.ShapeDtypeStruct((256, 100), BF16)
+  rep = tuning.explain(lambda x, w: jax_sm100.fp8_dot(x, w, bias=jnp.ones(100, F32),
+                                                      activation="gelu_exact"), x, w)
+  (d,) = [d for d in rep if d.target == FUSED]
+  assert d.path == "kernel" and isinstance(d.config, tuning.Fp8Config)
+  assert d.shapes[-1] == (104,) and "gelu_erf" in d.why  # the bias padded with N
+  assert not [d for d in rep if d.target == "jax_sm100_fp8_gemm"]
