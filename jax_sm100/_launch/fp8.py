@@ -58,14 +58,18 @@ def untranspose_a_scale(a_scale_t, m: int):
   return jnp.swapaxes(a_scale_t[..., :m], -1, -2)
 
 
-def _launch(a, a_scale_t, b, b_scale, c, beta, settings):
-  """The one place that knows the FP8 kernels' operand layout (module docstring)."""
+def _padded(a, a_scale_t, b):
+  """The one place that knows the FP8 kernels' operand layout (module docstring):
+  (m, n, padded n, padded k, a, a_scale_t, b) as the kernels read them."""
   m, k = a.shape
   n = b.shape[0]
   kp, np_ = round_up(k, 16), round_up(n, 8)
-  a_scale_t = _pad_a_scale_t(a_scale_t, m)
-  a = pad_to(a, 1, kp)
-  b = pad_to(pad_to(b, 1, kp), 0, np_)
+  return (m, n, np_, kp, pad_to(a, 1, kp), _pad_a_scale_t(a_scale_t, m),
+          pad_to(pad_to(b, 1, kp), 0, np_))
+
+
+def _launch(a, a_scale_t, b, b_scale, c, beta, settings):
+  m, n, np_, kp, a, a_scale_t, b = _padded(a, a_scale_t, b)
   out = jax.ShapeDtypeStruct((m, np_), BF16)
   residual = c is not None
   cfg, why = tuning.resolve_fp8(settings, m, np_, kp, residual)
@@ -178,12 +182,7 @@ def fp8_gemm(ctx: Context, a, a_scale, b, b_scale, *, a_scale_transposed: bool,
 
 def _launch_bias(a, a_scale_t, b, b_scale, bias, name, settings):
   """_launch's layout with the bias ((N,) f32 or (0,)) and the activation's code."""
-  m, k = a.shape
-  n = b.shape[0]
-  kp, np_ = round_up(k, 16), round_up(n, 8)
-  a_scale_t = _pad_a_scale_t(a_scale_t, m)
-  a = pad_to(a, 1, kp)
-  b = pad_to(pad_to(b, 1, kp), 0, np_)
+  m, n, np_, kp, a, a_scale_t, b = _padded(a, a_scale_t, b)
   if bias.shape[0]:
     bias = pad_to(bias, 0, np_)
   cfg, why = tuning.resolve_fp8(settings, m, np_, kp, False)

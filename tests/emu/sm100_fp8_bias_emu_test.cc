@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "emu/activation_ref.h"
 #include "emu/emu_driver.h"
 #include "emu/emu_fp8_ops.h"
 #include "emu/fp8_test_data.h"
@@ -28,6 +29,8 @@ namespace ks = jax_sm100::kernels::sm100;
 using EmuOps = jax_sm100::emu::EmuFp8Ops;
 using jax_sm100::emu::random_e4m3;
 using jax_sm100::emu::toolkit_e4m3;
+using jax_sm100::emu::act64;
+using jax_sm100::emu::act_name;
 using jax_sm100::kernels::Activation;
 
 namespace {
@@ -40,27 +43,6 @@ struct Case {
   bool bias;
   uint32_t resident;  ///< clusters the emulated GPU runs at once (the rest are stolen)
 };
-
-const char* act_name(Activation a) {
-  switch (a) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    case Activation::kGeluErf: return "gelu_erf";
-    case Activation::kSilu: return "silu";
-    default: return "none";
-  }
-}
-
-/// act in float64 (the formulas of kernels/common/activation.h).
-double act64(Activation a, double z) {
-  switch (a) {
-    case Activation::kRelu: return z > 0 ? z : 0;
-    case Activation::kGeluTanh: return 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
-    case Activation::kGeluErf: return 0.5 * z * (1 + std::erf(z * 0.7071067811865476));
-    case Activation::kSilu: return z / (1 + std::exp(-z));
-    default: return z;
-  }
-}
 
 template <Activation Act>
 bool run_case(const Case& c, std::mt19937& rng) {

@@ -19,13 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "emu/emu_ops.h"
+#include "emu/activation_ref.h"
 #include "emu/emu_driver.h"
+#include "emu/emu_ops.h"
 #include "jax_sm100/kernels/sm100/gemm_bias_plan.h"
 #include "jax_sm100/kernels/sm100/gemm_bias_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
 using jax_sm100::emu::EmuOps;
+using jax_sm100::emu::act64;
+using jax_sm100::emu::act_name;
 using jax_sm100::kernels::Activation;
 
 namespace {
@@ -46,27 +49,6 @@ double unit_roundoff() {
   if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 24);
   else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
   else return 1.0 / (1 << 8);
-}
-
-const char* act_name(Activation a) {
-  switch (a) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    case Activation::kGeluErf: return "gelu_erf";
-    case Activation::kSilu: return "silu";
-    default: return "none";
-  }
-}
-
-/// act in float64 (the formulas of kernels/common/activation.h).
-double act64(Activation a, double z) {
-  switch (a) {
-    case Activation::kRelu: return z > 0 ? z : 0;
-    case Activation::kGeluTanh: return 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
-    case Activation::kGeluErf: return 0.5 * z * (1 + std::erf(z * 0.7071067811865476));
-    case Activation::kSilu: return z / (1 + std::exp(-z));
-    default: return z;
-  }
 }
 
 /// Fills `v` with values drawn from U(-1, 1) rounded to X; returns them as doubles.

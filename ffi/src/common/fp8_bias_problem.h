@@ -16,7 +16,7 @@
 #include <string>
 
 #include "common/fp8_problem.h"
-#include "common/gemm_bias_problem.h"  // activation_name
+#include "common/gemm_bias_problem.h"  // activation_error
 #include "jax_sm100/kernels/common/activation.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -34,13 +34,8 @@ inline xla::ffi::Error validate_fp8_bias(const char* name, const xla::ffi::AnyBu
                                          const float** bias_out) {
   using xla::ffi::Error;
   const std::string who = std::string(name) + ": ";
-  if (activation < 0 || activation >= kernels::kNumActivations) {
-    std::string valid;
-    for (int32_t i = 0; i < kernels::kNumActivations; ++i)
-      valid += (i ? ", " : "") + std::to_string(i) + " " + activation_name(i);
-    return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
-                                  std::to_string(activation) + ")");
-  }
+  const std::string act_err = activation_error(who, activation);
+  if (!act_err.empty()) return Error::InvalidArgument(act_err);
   Fp8GemmProblem o{};
   Error err = validate_fp8_gemm(name, a, a_scale_t, b, b_scale, nullptr, 0.0f, d, tiling, &o);
   if (err.failure()) return err;

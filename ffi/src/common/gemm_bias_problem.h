@@ -29,6 +29,16 @@ inline const char* activation_name(int32_t a) {
   return a >= 0 && a < kernels::kNumActivations ? kNames[a] : "?";
 }
 
+/// "" when `activation` is a kernels::Activation value, else the error sentence naming the
+/// valid ones (after `who`).
+inline std::string activation_error(const std::string& who, int32_t activation) {
+  if (activation >= 0 && activation < kernels::kNumActivations) return "";
+  std::string valid;
+  for (int32_t i = 0; i < kernels::kNumActivations; ++i)
+    valid += (i ? ", " : "") + std::to_string(i) + " " + activation_name(i);
+  return who + "activation must be one of " + valid + " (got " + std::to_string(activation) + ")";
+}
+
 /// validate_gemm plus the bias, pre and activation checks; fills pr.bias (null for a
 /// (0,) bias), pr.pre (null for a (0,) pre) and pr.activation. Errors name `name`.
 inline xla::ffi::Error validate_gemm_bias(const char* name, const xla::ffi::AnyBuffer& a,
@@ -39,13 +49,8 @@ inline xla::ffi::Error validate_gemm_bias(const char* name, const xla::ffi::AnyB
                                           GemmProblem* out) {
   using xla::ffi::Error;
   const std::string who = std::string(name) + ": ";
-  if (activation < 0 || activation >= kernels::kNumActivations) {
-    std::string valid;
-    for (int32_t i = 0; i < kernels::kNumActivations; ++i)
-      valid += (i ? ", " : "") + std::to_string(i) + " " + activation_name(i);
-    return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
-                                  std::to_string(activation) + ")");
-  }
+  const std::string act_err = activation_error(who, activation);
+  if (!act_err.empty()) return Error::InvalidArgument(act_err);
   GemmProblem pr{};
   Error err = validate_gemm(name, a, b, nullptr, d, trans_a, trans_b, 1.0f, 0.0f, tiling, &pr);
   if (err.failure()) return err;
