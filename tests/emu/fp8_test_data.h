@@ -6,8 +6,11 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace jax_sm100::emu {
@@ -38,6 +41,25 @@ inline std::vector<uint8_t> random_e4m3(size_t n, std::mt19937& rng) {
     x = c;
   }
   return v;
+}
+
+/// The float64 reference of one output element of a blockwise-scaled FP8 product: over the
+/// 128-wide K blocks q of rows a and b (k decoded values each), sum of scale(q) * (a . b
+/// over block q), and the same sum of |terms| (which bounds the fp32 evaluation's error).
+template <class Scale>
+std::pair<double, double> scaled_block_dot(const double* a, const double* b, int64_t k, Scale&& scale) {
+  double ref = 0, absterms = 0;
+  for (int64_t q = 0; q * 128 < k; ++q) {
+    double part = 0, abspart = 0;
+    for (int64_t kk = q * 128; kk < std::min<int64_t>(k, (q + 1) * 128); ++kk) {
+      part += a[kk] * b[kk];
+      abspart += std::fabs(a[kk] * b[kk]);
+    }
+    const double s = scale(q);
+    ref += s * part;
+    absterms += s * abspart;
+  }
+  return {ref, absterms};
 }
 
 }  // namespace jax_sm100::emu

@@ -106,17 +106,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   int64_t bad_first = -1;
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < c.n; ++j) {
-      double acc = 0, absterms = 0;
-      for (int64_t q = 0; q < kb; ++q) {
-        double part = 0, abspart = 0;
-        for (int64_t kk = q * 128; kk < std::min<int64_t>(c.k, (q + 1) * 128); ++kk) {
-          part += ad[i * c.k + kk] * bd[j * c.k + kk];
-          abspart += std::fabs(ad[i * c.k + kk] * bd[j * c.k + kk]);
-        }
-        const double s = double(sa[q * mp + i]) * double(sb[(j / 128) * kb + q]);
-        acc += s * part;
-        absterms += s * abspart;
-      }
+      const auto [acc, absterms] = jax_sm100::emu::scaled_block_dot(
+          &ad[i * c.k], &bd[j * c.k], c.k,
+          [&](int64_t q) { return double(sa[q * mp + i]) * double(sb[(j / 128) * kb + q]); });
       const double bj = c.bias ? double(bias[j]) : 0.0;
       const double z = acc + bj;
       const double want = act64(Act, z);

@@ -131,17 +131,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   for (size_t i = 0; i < b.size(); ++i) bd[i] = toolkit_e4m3(b[i]);
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < c.n; ++j) {
-      double ref = 0, absterms = 0;
-      for (int64_t q = 0; q < kb; ++q) {
-        double part = 0, abspart = 0;
-        for (int64_t kk = q * 128; kk < std::min<int64_t>(c.k, (q + 1) * 128); ++kk) {
-          part += ad[i * c.k + kk] * bd[j * c.k + kk];
-          abspart += std::fabs(ad[i * c.k + kk] * bd[j * c.k + kk]);
-        }
-        const double s = double(sa[q * mp + i]) * double(sb[(j / 128) * kb + q]);
-        ref += s * part;
-        absterms += s * abspart;
-      }
+      auto [ref, absterms] = jax_sm100::emu::scaled_block_dot(
+          &ad[i * c.k], &bd[j * c.k], c.k,
+          [&](int64_t q) { return double(sa[q * mp + i]) * double(sb[(j / 128) * kb + q]); });
       if (c.residual && c.beta != 0.f) {
         const double cterm = double(c.beta) * double(static_cast<float>(cv[i * c.n + j]));
         ref += cterm;

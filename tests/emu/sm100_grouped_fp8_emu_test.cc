@@ -19,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "emu/emu_fp8_ops.h"
@@ -123,17 +124,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
     for (int64_t j = 0; j < c.n; ++j) {
       double ref = 0, absterms = 0;
       if (grp >= 0) {
-        const double* B = bd.data() + grp * c.n * c.k;
-        for (int64_t q = 0; q < kb; ++q) {
-          double part = 0, abspart = 0;
-          for (int64_t kk = q * 128; kk < std::min<int64_t>(c.k, (q + 1) * 128); ++kk) {
-            part += ad[i * c.k + kk] * B[j * c.k + kk];
-            abspart += std::fabs(ad[i * c.k + kk] * B[j * c.k + kk]);
-          }
-          const double s = double(sa[q * mp + i]) * double(sb[(grp * nb + j / 128) * kb + q]);
-          ref += s * part;
-          absterms += s * abspart;
-        }
+        std::tie(ref, absterms) = jax_sm100::emu::scaled_block_dot(
+            &ad[i * c.k], &bd[(grp * c.n + j) * c.k], c.k,
+            [&](int64_t q) { return double(sa[q * mp + i]) * double(sb[(grp * nb + j / 128) * kb + q]); });
       }
       const double got = static_cast<double>(static_cast<float>(d[i * c.n + j]));
       // One bf16 rounding (one ulp allowed) plus the fp32 sums: four UMMA roundings and
