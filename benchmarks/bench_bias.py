@@ -1,6 +1,6 @@
 """Benchmark of the fused bias/activation GEMM (jax_sm100.matmul_bias) against XLA.
 
-    python benchmarks/bench_bias.py --out DIR [--quick]
+    python benchmarks/bench_bias.py --out DIR [--quick] [--fp8]
 
 Side by side in one process on one GPU, bf16, out = act(x @ w + b), for activations
 {none, relu, gelu (tanh), gelu_exact, silu}:
@@ -14,6 +14,11 @@ Wall time per call (benchmarks/common.time_jax: distinct input sets, dispatch ca
 and, with torch installed, GPU time (CUPTI). Every row is checked first against XLA's
 result (relative error); ratios are other/fused (> 1: fused faster). Issue targets:
 fwd fused >= 1.10x xla on the large shapes and >= 0.97x plain. Writes DIR/bench_bias.json.
+
+--fp8: the same for fp8_dot (FP8 blockwise product, bf16 in and out): fused is
+fp8_dot(x, w, bias=b, activation=a), plain act(fp8_dot(x, w) + b), biased
+act(fp8_dot(x, w, bias=b)); xla stays XLA's bf16 act(jnp.dot(x, w) + b). Rows are checked
+against plain (FP8 against bf16 differs by the FP8 rounding). Writes DIR/bench_bias_fp8.json.
 """
 from __future__ import annotations
 
@@ -51,21 +56,26 @@ def make_sets(m, n, k, n_sets):
   return jax.block_until_ready(sets)
 
 
-def forwards(act):
+def forwards(act, fp8=False):
   f = JNP_ACT[act]
+  if fp8:
+    return {"fused": lambda x, w, b, ct: jax_sm100.fp8_dot(x, w, bias=b, activation=act),
+            "plain": lambda x, w, b, ct: f(jax_sm100.fp8_dot(x, w) + b),
+            "biased": lambda x, w, b, ct: f(jax_sm100.fp8_dot(x, w, bias=b)),
+            "xla": lambda x, w, b, ct: f(jnp.dot(x, w) + b)}
   return {"fused": lambda x, w, b, ct: jax_sm100.matmul_bias(x, w, b, activation=act),
           "plain": lambda x, w, b, ct: f(jax_sm100.matmul(x, w) + b),
           "biased": lambda x, w, b, ct: f(jax_sm100.matmul_bias(x, w, b)),
           "xla": lambda x, w, b, ct: f(jnp.dot(x, w) + b)}
 
 
-def steps(act):
+def steps(act, fp8=False):
   def step(fwd):
     def g(x, w, b, ct):
       y, vjp = jax.vjp(lambda x, w, b: fwd(x, w, b, None), x, w, b)
       return (y,) + vjp(ct)
     return g
-  return {name: step(f) for name, f in forwards(act).items()}
+  return {name: step(f) for name, f in forwards(act, fp8).items()}
 
 
 def rel_err(got, ref):
@@ -79,13 +89,13 @@ def bench(args, torch, log):
     sets = make_sets(m, n, k, args.sets)
     for column, acts, fns in (("fwd", args.acts, forwards), ("step", ("gelu",), steps)):
       for act in acts:
-        impls = fns(act)
+        impls = fns(act, args.fp8)
         row = dict(column=column, m=m, n=n, k=k, activation=act or "none")
-        ref = jax.jit(impls["xla"])(*sets[0])
+        ref = jax.jit(impls["plain" if args.fp8 else "xla"])(*sets[0])
         got = jax.jit(impls["fused"])(*sets[0])
         row["rel_err"] = max(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
         if row["rel_err"] > 2e-2:
-          log(f"{column} {m}x{n}x{k} {act}: rel_err {row['rel_err']:.3g} vs XLA; not timed")
+          log(f"{column} {m}x{n}x{k} {act}: rel_err {row['rel_err']:.3g}; not timed")
           rows.append(row)
           continue
         for name, fn in impls.items():
@@ -125,6 +135,7 @@ def main(argv=None):
   p.add_argument("--sets", type=int, default=6)
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--step-only", action="store_true", help="only the training-step rows")
+  p.add_argument("--fp8", action="store_true", help="fp8_dot instead of matmul_bias")
   args = p.parse_args(argv)
   args.shapes = SHAPES[:2] if args.quick else SHAPES
   args.acts = () if args.step_only else (None, "gelu") if args.quick else ACTS
@@ -137,7 +148,8 @@ def main(argv=None):
   summary = summarize(rows, log, set(SHAPES[:LARGE]))
   if args.out:
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench_bias.json"), "w") as f:
+    name = "bench_bias_fp8.json" if args.fp8 else "bench_bias.json"
+    with open(os.path.join(args.out, name), "w") as f:
       json.dump(dict(device=dev.device_kind, date=datetime.datetime.now().isoformat(),
                      commit=git_commit(), jax=jax.__version__, args=vars(args), rows=rows,
                      summary=summary), f, indent=1, default=str)

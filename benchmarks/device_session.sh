@@ -26,7 +26,7 @@ python3 -c "import jax, jax_sm100 as j; print('jax', jax.__version__, 'backend',
 j._ffi.cuda_archs(), sorted(j._ffi.registrations()))" 2>&1 | tee -a "$OUT/env.txt"
 if [ "${TESTS:-1}" != 0 ]; then
   timeout 300 pytest -q -rfE -p no:cacheprovider "$repo/tests/test_gemm_gpu.py" \
-    "$repo/tests/test_fp8_gpu.py" "$repo/tests/test_quantize_fp8_gpu.py" \
+    "$repo/tests/test_fp8_gpu.py" "$repo/tests/test_fp8_bias_gpu.py" "$repo/tests/test_quantize_fp8_gpu.py" \
     "$repo/tests/test_pipeline_device.py" \
     "$repo/tests/test_command_buffer_gpu.py" "$repo/tests/test_flax_linen.py" \
     "$repo/tests/test_flax_nnx.py" > "$OUT/gpu_tests.log" 2>&1

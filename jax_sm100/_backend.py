@@ -28,10 +28,8 @@ BACKEND_CHOICES = ("auto", "reference", "cpu_ffi")
 # the reference path for the rest of the process (jax_sm100.selftest).
 UNPROVEN_BACKENDS = frozenset({"sm100"})
 # Targets whose CUDA handler has no sm_90a kernel (it refuses compute capability 9.0):
-# the block-scaled MXFP8 GEMM (Hopper has no block-scaled MMA) and the FP8 GEMM with the
-# fused bias/activation epilogue (built for sm_100a only; on sm90 fp8_dot applies the
-# bias and activation in XLA after the FP8 GEMM).
-NO_SM90_KERNEL = frozenset({"jax_sm100_mxfp8_gemm", "jax_sm100_fp8_gemm_bias"})
+# the block-scaled MXFP8 GEMM (Hopper has no block-scaled MMA).
+NO_SM90_KERNEL = frozenset({"jax_sm100_mxfp8_gemm"})
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 

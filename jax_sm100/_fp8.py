@@ -214,7 +214,7 @@ _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 
 # ---------------------------------------------------------------------------
 # fp8_dot with the bias and activation fused into the FP8 kernel's epilogue
-# (jax_sm100_fp8_gemm_bias: sm100 after its self-test, cpu_ffi). Forward: d =
+# (jax_sm100_fp8_gemm_bias: sm90, sm100 after its self-test, cpu_ffi). Forward: d =
 # act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation, as
 # matmul_bias (jax_sm100/_bias.py): gelu/silu fuse the bias only and write z (bf16),
 # XLA applies the activation and z is saved; relu saves d; then dz = g * act'(z) in fp32,
@@ -283,11 +283,11 @@ def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
     and dw = Q(x)^T @ Q(g), each operand quantized in 1x128 (activations and
     gradients) or 128x128 blocks along that product's contraction dim.
 
-  With a bias or an activation: on sm100 (once the fp8_gemm_bias family's first-use
-  self-test passed) and cpu_ffi, for a bfloat16 output, the FP8 kernel's epilogue fuses
-  them: z = x @ w + bias in float32, act(z) rounded once (under differentiation gelu and
-  silu fuse the bias only and XLA applies the activation to z rounded to out_dtype, as
-  matmul_bias does). Elsewhere (sm90 included) the FP8 product y = x @ w is rounded to
+  With a bias or an activation: on sm90, sm100 (once the fp8_gemm_bias family's
+  first-use self-test passed) and cpu_ffi, for a bfloat16 output, the FP8 kernel's
+  epilogue fuses them: z = x @ w + bias in float32, act(z) rounded once (under
+  differentiation gelu and silu fuse the bias only and XLA applies the activation to z
+  rounded to out_dtype, as matmul_bias does). Elsewhere the FP8 product y = x @ w is rounded to
   out_dtype as without them, then z = y + bias and act(z) are evaluated in float32 and
   rounded once more (one XLA elementwise pass after the GEMM). Under differentiation
   g * act'(z) is the product's cotangent (rounded to out_dtype) and the bias gradient is

@@ -10,11 +10,12 @@
 // handler (cpu/fp8_gemm_cpu.cc).
 //
 // Dispatch: buffers and attributes are validated once, then the device's compute
-// capability picks the kernel: 10.0 -> ffi/src/sm100/fp8_bias_launch.cu where the build
-// holds sm_100a code (the kernel has never run on hardware here; the Python layer runs
-// the first-use self-test before it launches it; its one form is 128 x 128 on one CTA);
-// any other -> kUnimplemented (on sm90 the Python layer runs the FP8 GEMM and applies the
-// bias and activation in XLA).
+// capability picks the kernel: 9.0 -> ffi/src/sm90/fp8_bias_launch.cu (every
+// non-residual form of the sm90 FP8 GEMM, the tiling attributes as for
+// jax_sm100_fp8_gemm); 10.0 -> ffi/src/sm100/fp8_bias_launch.cu where the build holds
+// sm_100a code (the kernel has never run on hardware here; the Python layer runs the
+// first-use self-test before it launches it; its one form is 128 x 128 on one CTA); any
+// other -> kUnimplemented. K == 0 is refused (the Python layer never sends it).
 //
 // Graph-safe (kCmdBufferCompatible): tensor maps are built on the host per call, no
 // allocation, no synchronisation.
@@ -30,6 +31,9 @@
 #include "jax_sm100/kernels/common/activation.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
+#if JAX_SM100_HAS_SM90
+#include "sm90/fp8_bias_launch.h"
+#endif
 #if JAX_SM100_HAS_SM100
 #include "sm100/fp8_bias_launch.h"
 #include "sm100/fp8_gemm_launch.h"
@@ -42,6 +46,18 @@ namespace {
 using jax_sm100::host::DeviceInfo;
 using jax_sm100::host::Fp8GemmProblem;
 using jax_sm100::host::Fp8Tiling;
+
+#if JAX_SM100_HAS_SM90
+/// The sm_90a path: any form the sm90 FP8 kernel has without a residual; K >= 1.
+ffi::Error run_sm90(const std::string& name, const Fp8GemmProblem& o, const float* bias, int32_t activation,
+                    const DeviceInfo& dev, cudaStream_t stream) {
+  if (o.k == 0) return ffi::Error::InvalidArgument(name + ": K must be positive");
+  const std::string err =
+      jax_sm100::host::sm90_fp8_bias_gemm_launch(o, bias, activation, dev.num_sms, stream);
+  if (!err.empty()) return ffi::Error::Internal(name + ": " + err);
+  return ffi::Error::Success();
+}
+#endif
 
 #if JAX_SM100_HAS_SM100
 /// The sm_100a path: the form must be the sm100 kernel's; K == 0 gives d = act(bias)
@@ -72,6 +88,9 @@ ffi::Error fp8_gemm_bias_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuf
   const std::string dev_err = jax_sm100::host::current_device(&dev);
   if (!dev_err.empty()) return ffi::Error::Internal(std::string(name) + ": " + dev_err);
   switch (dev.arch()) {
+#if JAX_SM100_HAS_SM90
+    case 90: return run_sm90(name, o, bias_ptr, activation, dev, stream);
+#endif
 #if JAX_SM100_HAS_SM100
     case 100: return run_sm100(name, o, bias_ptr, activation, stream);
 #endif

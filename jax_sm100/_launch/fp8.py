@@ -2,8 +2,9 @@
 
   d = (a * a_scale) @ (b * b_scale)^T (+ beta * c)
       targets jax_sm100_fp8_gemm, jax_sm100_fp8_gemm_residual
-  d = act((a * a_scale) @ (b * b_scale)^T + bias)      (sm100 and cpu_ffi only)
-      target jax_sm100_fp8_gemm_bias: z in fp32, one rounding to bf16
+  d = act((a * a_scale) @ (b * b_scale)^T + bias)
+      target jax_sm100_fp8_gemm_bias: z in fp32, one rounding to bf16 (the plain
+      target's tiling choice and attributes, plus the activation's code)
 
 a (M, K) e4m3 with 1x128 scales, b (N, K) e4m3 with b_scale (ceil(N/128),
 ceil(K/128)), c (M, N) bf16 -> d (M, N) bf16.
@@ -237,8 +238,7 @@ def _kernel_bias(name: str, has_bias: bool, settings):
 
 def bias_kernel_ok(ctx: Context, m: int, n: int, k: int, out_dtype) -> bool:
   """Whether act(x @ w + bias) with an (M, K) @ (N, K)^T FP8 product -> out_dtype runs the
-  fused kernel (sm100 once its first-use self-test passed; cpu_ffi; never sm90, which
-  has no such kernel)."""
+  fused kernel (sm90; sm100 once its first-use self-test passed; cpu_ffi)."""
   return (ctx.can_call(BIAS_TARGET) and np.dtype(out_dtype) == BF16 and min(m, n, k) > 0
           and k <= MAX_K and _selftest_guard.refusal(ctx, BIAS_TARGET) is None)
 

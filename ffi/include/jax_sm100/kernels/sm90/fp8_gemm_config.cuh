@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "jax_sm100/common/tile_scheduler.cuh"
+#include "jax_sm100/kernels/common/activation.h"
 #include "jax_sm100/pipeline/epi_load_pipeline.h"
 #include "jax_sm100/pipeline/pipeline.h"
 #include "jax_sm100/pipeline/tile_pipeline.h"
@@ -23,8 +24,14 @@ constexpr uint32_t kSmemLimit = 232448;
 /// Compile-time configuration of one kernel instantiation. The compiled set (the host's
 /// dispatch in ffi/src/sm90/fp8_gemm_launch.cu): 128 x {64, 128} with overlapped
 /// promotion on 1 CTA or a pair along M (plain and residual), 192 x 128 on 1 CTA,
-/// 256 x 128 on 1 CTA or a pair along N (plain only).
-template <int BLOCK_M_, int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool PAIR_ALONG_N_ = false>
+/// 256 x 128 on 1 CTA or a pair along N (plain only); each non-residual form also with
+/// the fused bias/activation epilogue (ffi/src/sm90/fp8_bias_launch.cu).
+/// EPILOGUE_: kPlainEpilogue (d = bf16(acc), or + beta * C with RESIDUAL_), or a
+/// kernels::Activation value: d = bf16(act(acc + bias[col])), the bias a launch parameter
+/// (Fp8GemmParams::bias, null: none).
+inline constexpr int kPlainEpilogue = -1;
+template <int BLOCK_M_, int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool PAIR_ALONG_N_ = false,
+          int EPILOGUE_ = kPlainEpilogue>
 struct Fp8GemmConfig {
   // 128 (two math WGs of 64 rows), 192 (three math WGs: each WG's promotion then hides
   // behind two other WGs' wgmmas instead of one), or 256 = two 128-row waves per K block:
@@ -41,6 +48,10 @@ struct Fp8GemmConfig {
   static constexpr int BLOCK_K = 128;  // == the scale block: one promotion per stage
   static constexpr int kScaleBlock = 128;
   static constexpr bool kResidual = RESIDUAL_;
+  static constexpr bool kBias = EPILOGUE_ != kPlainEpilogue;
+  static constexpr Activation kActivation = kBias ? static_cast<Activation>(EPILOGUE_) : Activation::kNone;
+  static_assert(!kBias || (!RESIDUAL_ && EPILOGUE_ >= 0 && EPILOGUE_ < kNumActivations),
+                "the bias/activation epilogue: an Activation, no residual");
   // CTAs per cluster: 1, or a pair: along M (sharing B), or with PAIR_ALONG_N_ along N
   // (sharing A). CTAs along M share their N tile: each loads 1/kClusterM of B and
   // multicasts it to the other (B's L2->SM traffic / kClusterM). CTAs along N share
@@ -113,6 +124,7 @@ struct Fp8GemmConfig {
     pipeline::DeviceBarrier input_bars[2 * STAGES];
     pipeline::DeviceBarrier epi_bars[kMathWGs][2];
     pipeline::DeviceBarrier sfb_bars[2 * 2];  // ScalePipe: full[2], empty[2]
+    float bias[kBias ? kMathWGs : 1][kBias ? BLOCK_N : 1];  // each math WG's copy of the tile's bias
   };
 
   /// Dynamic shared memory for `num_kb` K blocks (1024 extra to align the base).
@@ -132,6 +144,7 @@ struct Fp8GemmParams {
   uint32_t stage_tx_bytes;  // bytes TMA brings per stage (smaller than a full stage when
                             // one M tile holds all of M: A's boxes stop at M, see the host)
   TileOrder order;          // the persistent tile order over cluster tiles (one batch entry)
+  const float* bias;        // bias/activation kernels: (n,) f32, or null (no bias)
 };
 
 }  // namespace jax_sm100::kernels::sm90_fp8

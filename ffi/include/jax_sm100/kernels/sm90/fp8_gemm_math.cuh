@@ -152,6 +152,7 @@ struct TileJob {
   int mt, nt, n0;  // M tile, N tile, first column
   int waves_live;  // this WG's waves holding rows < M (0: nothing to compute or store)
   uint32_t sfb;    // shared address of the tile's B-scale row
+  float bias;      // bias kernels: bias[n0 + t128] (0 past N, without a bias or t128 >= BLOCK_N)
 };
 
 /// Per-WG state the main loops and epilogues share.
@@ -164,6 +165,7 @@ struct MathWG {
   bool holds_scales = false;         // a begun tile's B-scale stage is not yet freed
   __nv_bfloat16* d_wg;     // this WG's D staging
   const __nv_bfloat16* c_wg;
+  float* bias_wg;          // bias kernels: this WG's copy of the tile's BLOCK_N bias columns
 
   __device__ __forceinline__ MathWG(typename Cfg::Smem* smem, float* sfb, const Fp8GemmParams& p)
       : wg(threadIdx.x / 128), t128(threadIdx.x % 128), lane(threadIdx.x % 32),
@@ -171,6 +173,7 @@ struct MathWG {
         sfb_words(p.num_kb), sfb_all(sfb), sfb_pipe(smem->sfb_bars, "fp8_b_scales") {
     d_wg = smem->d[wg];
     c_wg = smem->c[Cfg::kResidual ? wg : 0];
+    bias_wg = smem->bias[Cfg::kBias ? wg : 0];
   }
 
   /// How many of this WG's waves of tile (mt, nt) hold rows < M (0 when the N tile lies
@@ -200,7 +203,18 @@ struct MathWG {
     job.n0 = job.nt * Cfg::BLOCK_N;
     job.waves_live = waves_live(p, job.mt, job.nt);
     job.sfb = next_scales();
+    // The bias column this thread stages at the tile's epilogue, loaded now so the
+    // global load's latency hides behind the tile's main loop.
+    job.bias = 0.f;
+    if constexpr (Cfg::kBias && Cfg::kMathWGs == 2) job.bias = load_bias(p, job.n0);
     return job;
+  }
+
+  /// This thread's bias column of the N tile at n0 (0 without a bias, past N, or for a
+  /// thread past BLOCK_N).
+  __device__ __forceinline__ float load_bias(const Fp8GemmParams& p, int n0) const {
+    const int col = n0 + t128;
+    return p.bias != nullptr && t128 < Cfg::BLOCK_N && col < p.n ? __ldg(p.bias + col) : 0.f;
   }
 
   /// The B-scale part of begin_tile: hand the held stage back, wait for the next one;
@@ -227,9 +241,14 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float x, float y) {
 /// stmatrix x4: two 8-column groups of the warp's 16 rows per instruction. Lane l
 /// addresses row l % 8 of tile l / 8: rows +8 for odd tiles, the second group for tiles 2
 /// and 3. (The caller has made sure the last store left the staging.)
+/// Bias kernels (Cfg::kBias) store act(acc + bias[col]) instead, the bias read from
+/// `bias_slice` (the tile's BLOCK_N columns, published by the caller): a thread's
+/// accumulators 4 g .. 4 g + 3 are columns 8 g + 2 (lane % 4) + {0, 1} of rows r0 and
+/// r0 + 8, so one 8-byte shared load per 8-column group serves both rows (the 8 lanes of
+/// a lane % 4 class read the same address: a broadcast).
 template <class Cfg>
 __device__ __forceinline__ void stage_final_acc(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
-                                                const MathWG<Cfg>& m) {
+                                                const MathWG<Cfg>& m, const float* bias_slice = nullptr) {
   const int tile = m.lane / 8;
   const int row = (m.t128 / 32) * 16 + (tile % 2) * 8 + m.lane % 8;
   const uint32_t d_addr = ptx::smem_addr(m.d_wg);
@@ -238,14 +257,27 @@ __device__ __forceinline__ void stage_final_acc(const float (&final_acc)[Cfg::kW
 #pragma unroll
     for (int g = 0; g < Cfg::kAcc / 4; g += 2) {
       const int off = w * Cfg::WG_M * Cfg::BLOCK_N + staging_offset<Cfg>(row, (g + tile / 2) * 8);
-      const float* f = final_acc[w] + 4 * g;
+      float f[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = final_acc[w][4 * g + i];
+      if constexpr (Cfg::kBias) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // groups g and g + 1
+          const float2 b = *reinterpret_cast<const float2*>(bias_slice + 8 * (g + h) + 2 * (m.lane % 4));
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {  // rows r0 and r0 + 8
+            f[4 * h + 2 * r] = apply_activation<Cfg::kActivation>(f[4 * h + 2 * r] + b.x);
+            f[4 * h + 2 * r + 1] = apply_activation<Cfg::kActivation>(f[4 * h + 2 * r + 1] + b.y);
+          }
+        }
+      }
       ptx::stmatrix_x4(d_addr + off * 2, bf16x2_bits(f[0], f[1]), bf16x2_bits(f[2], f[3]),
                        bf16x2_bits(f[4], f[5]), bf16x2_bits(f[6], f[7]));
     }
   }
 }
 
-/// Epilogue of one tile: fp32 (+ beta*C) -> bf16 -> swizzled smem -> TMA store of the
+/// Epilogue of one tile: fp32 (+ beta*C, or act(. + bias) for a bias kernel) -> bf16 -> swizzled smem -> TMA store of the
 /// WG's live rows. With the residual, it consumes the WG's C stage even when nothing is
 /// stored (the loader streams C for every tile).
 template <class Cfg>
@@ -254,6 +286,13 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
                                            const CUtensorMap* map_d, const Fp8GemmParams& p,
                                            const TileJob& job) {
   if (m.t128 == 0) ptx::tma_store_wait_group_read<0>();  // last tile's store left smem
+  // Bias kernels: this thread's bias column into the WG's slice, published by the barrier
+  // below. The WG's reads of the previous tile's slice all precede that tile's second
+  // barrier, which every thread has passed, so the overwrite is safe.
+  if constexpr (Cfg::kBias) {
+    const float bias = Cfg::kMathWGs == 2 ? job.bias : m.load_bias(p, job.n0);
+    if (m.t128 < Cfg::BLOCK_N) m.bias_wg[m.t128] = bias;
+  }
   named_barrier_sync(1 + m.wg, 128);
   if constexpr (Cfg::kResidual) {
     static_assert(Cfg::kWaves == 1, "residual: one wave");
@@ -272,7 +311,7 @@ __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves]
     }
     std::move(c_stage).release();  // each of the 128 threads arrives once
   } else {
-    stage_final_acc<Cfg>(final_acc, m);
+    stage_final_acc<Cfg>(final_acc, m, m.bias_wg);
   }
   ptx::fence_proxy_async_shared_cta();  // st.shared -> TMA store (async proxy)
   named_barrier_sync(1 + m.wg, 128);
