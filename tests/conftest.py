@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import fnmatch
 import functools
 import math
 import os
@@ -44,19 +45,21 @@ def _sm90_gpu_present() -> bool:
 # by the host compiler (the pipeline, scheduler and divisor tests, the sm_100a emulator),
 # the set-up scripts and the generated sources. Marked `source_tree`; the source job runs
 # them, the wheel jobs (scripts/test_wheel.sh) deselect them (a wheel holds none of that).
+# Every sm_100a emulator module (test_sm100_*_emu.py) is one of them.
 SOURCE_TREE_MODULES = frozenset({
-    "test_emu_primitives.py", "test_sm100_gemm_emu.py", "test_sm100_fp8_emu.py",
-    "test_sm100_mxfp8_emu.py", "test_sm100_grouped_emu.py", "test_sm100_gemm_bias_emu.py",
-    "test_sm100_grouped_fp8_emu.py", "test_sm100_kgrouped_emu.py",
-    "test_pipeline_host.py", "test_fast_divisor.py", "test_grouped_scheduler.py",
-    "test_generated_sources.py", "test_setup.py"})
+    "test_emu_primitives.py", "test_pipeline_host.py", "test_fast_divisor.py",
+    "test_grouped_scheduler.py", "test_generated_sources.py", "test_setup.py"})
+
+
+def _source_tree_module(name: str) -> bool:
+  return name in SOURCE_TREE_MODULES or fnmatch.fnmatch(name, "test_sm100_*_emu.py")
 
 
 def pytest_collection_modifyitems(config, items):
   for item in items:
     # ... and the SASS tests of launch units compiled from ffi/src (their fixtures
     # unit_cubin / unit_cubins); the installed extension's SASS is checked in every job.
-    if item.path.name in SOURCE_TREE_MODULES or \
+    if _source_tree_module(item.path.name) or \
         {"unit_cubin", "unit_cubins"} & set(getattr(item, "fixturenames", ())):
       item.add_marker(pytest.mark.source_tree)
     # The `path` fixture's reference variants run the plain-jnp reference (no compiled
