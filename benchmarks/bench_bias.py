@@ -94,7 +94,9 @@ def bench(args, torch, log):
         ref = jax.jit(impls["plain" if args.fp8 else "xla"])(*sets[0])
         got = jax.jit(impls["fused"])(*sets[0])
         row["rel_err"] = max(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
-        if row["rel_err"] > 2e-2:
+        # FP8: two paths whose operands differ by one bf16 rounding quantize a few percent
+        # of the elements to the neighbouring e4m3 value (2^-3 apart): ~2% apart.
+        if row["rel_err"] > (5e-2 if args.fp8 else 2e-2):
           log(f"{column} {m}x{n}x{k} {act}: rel_err {row['rel_err']:.3g}; not timed")
           rows.append(row)
           continue

@@ -20,19 +20,36 @@ enum class Activation : int32_t {
 };
 inline constexpr int32_t kNumActivations = 5;
 
-/// act(z) in fp32 (the library functions, not the fast-math intrinsics: the reference
-/// path computes the same functions in f32).
+#if defined(__CUDA_ARCH__)
+/// 1 / (1 + e^-t) on the special-function unit (ex2.approx, rcp.approx): a few fp32 ulps,
+/// in both tails too (no 1 + tanh cancellation); 0 for t below about -88.
+__device__ __forceinline__ float fast_sigmoid(float t) { return __fdividef(1.f, 1.f + __expf(-t)); }
+#endif
+
+/// act(z) in fp32. On the host (CPU handlers, the emulator) the library functions; in
+/// device code the tanh GELU and silu as z * sigmoid(.) on the special-function unit
+/// (0.5 (1 + tanh u) == sigmoid(2 u)): within a few fp32 ulps of the library functions,
+/// a fraction of their instructions in the GEMM epilogues, where those functions cost the
+/// math warpgroups more than the output's rounding is worth.
 template <Activation A>
 JAX_SM100_HD float apply_activation(float z) {
   if constexpr (A == Activation::kRelu) {
     return z > 0.f ? z : 0.f;
   } else if constexpr (A == Activation::kGeluTanh) {
     const float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+#if defined(__CUDA_ARCH__)
+    return z * fast_sigmoid(2.f * u);
+#else
     return 0.5f * z * (1.f + tanhf(u));
+#endif
   } else if constexpr (A == Activation::kGeluErf) {
     return 0.5f * z * (1.f + erff(z * 0.7071067811865476f));
   } else if constexpr (A == Activation::kSilu) {
+#if defined(__CUDA_ARCH__)
+    return z * fast_sigmoid(z);
+#else
     return z / (1.f + expf(-z));
+#endif
   } else {
     return z;
   }
