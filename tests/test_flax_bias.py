@@ -19,6 +19,15 @@ BF16, F32 = jnp.bfloat16, jnp.float32
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
 
 
+@pytest.fixture(autouse=True)
+def _f32_matmuls_at_f32():
+  """float32 products at float32 precision: on a GPU XLA's default precision for them is
+  TF32-class (about 1e-3 relative), for the layer's reference path and the stock layer
+  alike, while these tests check the layer's wiring against float64 at float32 rounding."""
+  with jax.default_matmul_precision("highest"):
+    yield
+
+
 def stock_act(name, y):
   """The activation a user would apply after the stock layer."""
   return _activations.apply(_activations.canonical("test", name), y)
