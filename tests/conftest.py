@@ -392,6 +392,45 @@ def assert_same_product(got, want, what=""):
     assert (err > 0).mean() < 0.01, f"{what}: {(err > 0).sum()} of {err.size} elements differ"
 
 
+_ACT_NAMES = {None: "none", "gelu_tanh": "gelu", "gelu_erf": "gelu_exact", "swish": "silu"}
+
+
+def act64(name, z) -> np.ndarray:
+  """act(z) in float64 by the documented formulas; name: an activation of matmul_bias /
+  fp8_dot or its alias (gelu_tanh, gelu_erf, swish), or None / "none"."""
+  import scipy.special  # a jax dependency
+  name = _ACT_NAMES.get(name, name)
+  if name == "relu":
+    return np.maximum(z, 0.0)
+  if name == "gelu":
+    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+  if name == "gelu_exact":
+    return 0.5 * z * (1 + scipy.special.erf(z / math.sqrt(2)))
+  if name == "silu":
+    return z / (1 + np.exp(-z))
+  assert name == "none", name
+  return z
+
+
+def act64_derivative(name, z) -> np.ndarray:
+  """act'(z) in float64 (act64's names)."""
+  import scipy.special
+  name = _ACT_NAMES.get(name, name)
+  if name == "relu":
+    return (z > 0).astype(np.float64)
+  if name == "gelu":
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (z + 0.044715 * z ** 3))
+    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * c * (1 + 3 * 0.044715 * z * z)
+  if name == "gelu_exact":
+    return 0.5 * (1 + scipy.special.erf(z / math.sqrt(2))) + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+  if name == "silu":
+    s = 1 / (1 + np.exp(-z))
+    return s * (1 + z * (1 - s))
+  assert name == "none", name
+  return np.ones_like(z)
+
+
 def calc_diff(x, y) -> float:
   """DeepGEMM's similarity measure: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)

@@ -14,13 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.special
 from jax.test_util import check_grads
 
 import jax_sm100
 from jax_sm100 import _backend, _ffi_registry, _selftest_guard, tuning
 from jax_sm100._launch import bias as launch_bias
-from conftest import UNIT_ROUNDOFF, f64, random_array
+from conftest import UNIT_ROUNDOFF, act64, f64, random_array
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 TARGET = "jax_sm100_gemm_bias"
@@ -43,19 +42,6 @@ def launched(path):
 # ---------------------------------------------------------------------------
 # float64 references and error bounds
 # ---------------------------------------------------------------------------
-
-def act64(name, z):
-  """act(z) in float64 (the documented formulas)."""
-  if name == "relu":
-    return np.maximum(z, 0.0)
-  if name == "gelu":
-    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
-  if name == "gelu_exact":
-    return 0.5 * z * (1 + scipy.special.erf(z / math.sqrt(2)))
-  if name == "silu":
-    return z / (1 + np.exp(-z))
-  return z
-
 
 def jnp_act(name, z):
   """The same activations in jnp (differentiated by jax.grad in float64)."""

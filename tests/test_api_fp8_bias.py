@@ -21,7 +21,8 @@ import pytest
 
 import jax_sm100
 from jax_sm100 import _backend, _ffi_registry, _selftest_guard, tuning
-from conftest import UNIT_ROUNDOFF, calc_diff, f64, np_dequantize, random_array
+from conftest import (UNIT_ROUNDOFF, act64, act64_derivative, calc_diff, f64, np_dequantize,
+                      random_array)
 
 BF16, F32 = jnp.bfloat16, jnp.float32
 ACTS = [None, "relu", "gelu", "gelu_exact", "silu"]
@@ -39,24 +40,6 @@ def fused_launches(calls):
 def _q64(x, block):
   q, s = jax_sm100.quantize_fp8_blockwise(x, block=block)
   return np_dequantize(q, s, block)
-
-
-def act64(name, z):
-  """act(z) and act'(z) in float64."""
-  from scipy.special import erf
-  if name == "relu":
-    return np.maximum(z, 0.0), (z > 0).astype(np.float64)
-  if name == "gelu":
-    c = np.sqrt(2 / np.pi)
-    t = np.tanh(c * (z + 0.044715 * z ** 3))
-    return 0.5 * z * (1 + t), 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * c * (1 + 3 * 0.044715 * z * z)
-  if name == "gelu_exact":
-    return (0.5 * z * (1 + erf(z / np.sqrt(2))),
-            0.5 * (1 + erf(z / np.sqrt(2))) + z * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi))
-  if name == "silu":
-    s = 1 / (1 + np.exp(-z))
-    return z * s, s * (1 + z * (1 - s))
-  return z, np.ones_like(z)
 
 
 def _product64(x, w):
@@ -78,7 +61,7 @@ def test_forward_every_activation(rng, path, act, with_bias):
   p, ep, _ = _product64(x, w)
   u = UNIT_ROUNDOFF[np.dtype(BF16)]
   z = p + (f64(bias) if with_bias else 0.0)
-  ref, _ = act64(act, z)
+  ref = act64(act, z)
   # The product's rounding to bf16 and its fp32 error through act (|act'| <= 1.13), act's
   # own fp32 evaluation, then the final rounding.
   tol = 1.2 * (u * np.abs(p) + ep) + 16 * 2.0**-24 * (np.abs(ref) + np.abs(z)) \
@@ -103,7 +86,7 @@ def test_grads_every_activation(rng, path, act):
   assert (dx.shape, dw.shape, db.shape) == (x.shape, w.shape, bias.shape)
   p, ep, wq = _product64(x, w)
   z = p + f64(bias)
-  _, dact = act64(act, z)
+  dact = act64_derivative(act, z)
   dz64 = f64(g) * dact
   # Bias gradient: the fp32 sum of dz over rows. z differs from the op's by the product's
   # rounding to bf16 and fp32 errors (dz_z); act' moves by at most |act''| <= 1 times that,

@@ -27,26 +27,13 @@ from jax_sm100 import _ffi_registry as reg  # noqa: E402
 from jax_sm100 import tuning  # noqa: E402
 from test_fp8_gpu import FORMS, a_scale_t, ffi_fp8, fp8_attrs, make_operands  # noqa: E402
 
-from conftest import np_dequantize  # noqa: E402
+from conftest import act64, np_dequantize  # noqa: E402
 
 TARGET = "jax_sm100_fp8_gemm_bias"
 ACTS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 BF16 = jnp.bfloat16
 
 pytestmark = pytest.mark.gpu
-
-
-def _act64(name, z):
-  import scipy.special  # a jax dependency
-  if name == "relu":
-    return np.maximum(z, 0.0)
-  if name == "gelu_tanh":
-    return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z**3)))
-  if name == "gelu_erf":
-    return 0.5 * z * (1.0 + scipy.special.erf(z / np.sqrt(2.0)))
-  if name == "silu":
-    return z * scipy.special.expit(z)
-  return z
 
 
 def ffi_fp8_bias(a, sa, b, sb, bias, act, form=None, group_m=8):
@@ -67,7 +54,7 @@ def _expected(a, sa, b, sb, bias, act):
   if bias is not None:
     z = z + np.asarray(bias, np.float64)[None, :]
   tol = 2.0**-8 * np.abs(z) + 1.13 * (2.0**-12 * absterms + 2.0**-23 * np.abs(z)) + 1e-6
-  return _act64(act, z), tol
+  return act64(act, z), tol
 
 
 def _check(got, a, sa, b, sb, bias, act, what):

@@ -18,7 +18,6 @@ d == max(pre, 0) bit for bit); the error of a dtype pair that has no kernel.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import secrets
 
@@ -27,9 +26,9 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-import scipy.special  # noqa: E402  (a jax dependency)
 
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
+from conftest import act64  # noqa: E402
 
 TARGET = "jax_sm100_gemm_bias"
 ACTS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
@@ -52,18 +51,6 @@ def _rng():
 
 def _f64(x):
   return np.asarray(jnp.asarray(x).astype(jnp.float32), dtype=np.float64)
-
-
-def _act64(name, z):
-  if name == "relu":
-    return np.maximum(z, 0.0)
-  if name == "gelu_tanh":
-    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
-  if name == "gelu_erf":
-    return 0.5 * z * (1.0 + scipy.special.erf(z / math.sqrt(2.0)))
-  if name == "silu":
-    return z / (1.0 + np.exp(-z))
-  return z
 
 
 # Unit roundoff of the output type (round to nearest).
@@ -101,7 +88,7 @@ def _run(m, n, k, *, act="gelu_tanh", want_pre=True, with_bias=True, trans_a=Fal
   z = np.broadcast_to(np.matmul(opa, opb) + (_f64(bias) if with_bias else 0.0), batch + (m, n))
   acc_err = 4 * k * 2.0**-24 * np.broadcast_to(np.matmul(np.abs(opa), np.abs(opb)), z.shape)
   u = _U[jnp.dtype(out_dtype)]
-  y = _act64(act, z)
+  y = act64(act, z)
   # d: slope of act <= 1.13 times z's error, the output's rounding, the fp32 activation's
   # error (cancellation in 1 + tanh / 1 + erf for negative z: a few ulp of |z|).
   tol_d = 1.2 * acc_err + u * np.abs(y) + 2.0**-21 * (np.abs(z) + 1.0)

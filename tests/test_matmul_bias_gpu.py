@@ -11,19 +11,18 @@ the public op under jit, vmap and grad (with the compiled HLO calling the target
 from __future__ import annotations
 
 import functools
-import math
 import os
 import secrets
 
 import numpy as np
 import pytest
-import scipy.special
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
+from conftest import act64, act64_derivative  # noqa: E402
 
 TARGET = "jax_sm100_gemm_bias"
 CODES = {None: 0, "relu": 1, "gelu": 2, "gelu_exact": 3, "silu": 4}
@@ -46,18 +45,6 @@ def _rand(shape, dtype, rng, scale=1.0):
 
 def _f64(x):
   return np.asarray(jnp.asarray(x).astype(jnp.float32), dtype=np.float64)
-
-
-def _act64(name, z):
-  if name == "relu":
-    return np.maximum(z, 0.0)
-  if name == "gelu":
-    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
-  if name == "gelu_exact":
-    return 0.5 * z * (1 + scipy.special.erf(z / math.sqrt(2)))
-  if name == "silu":
-    return z / (1 + np.exp(-z))
-  return z
 
 
 def _rel_err(out, ref):
@@ -101,7 +88,7 @@ def _run(m, n, k, act, tiling=(128, 256, 1, 8), trans_a=False, trans_b=False,
   assert d.dtype == out_dtype
   if not want_pre:
     assert pre.shape == (0,)
-  return _rel_err(d, _act64(act, z)), (_rel_err(pre, z) if want_pre else 0.0)
+  return _rel_err(d, act64(act, z)), (_rel_err(pre, z) if want_pre else 0.0)
 
 
 _TILINGS = [(128, 256, 1, 8), (128, 128, 2, 8), (64, 128, 1, 8), (64, 64, 1, 3)]
@@ -152,7 +139,7 @@ def test_zero_k_writes_act_of_bias():
   d, pre = _fn(False, False, (5, 24), jnp.float32, "silu", True, (128, 256, 1, 8))(
       jnp.ones((5, 0), jnp.bfloat16), jnp.ones((0, 24), jnp.bfloat16), bias)
   np.testing.assert_allclose(_f64(pre), np.broadcast_to(_f64(bias), (5, 24)))
-  np.testing.assert_allclose(_f64(d), np.broadcast_to(_act64("silu", _f64(bias)), (5, 24)),
+  np.testing.assert_allclose(_f64(d), np.broadcast_to(act64("silu", _f64(bias)), (5, 24)),
                              rtol=1e-6)
 
 
@@ -182,31 +169,15 @@ def test_matmul_bias_values_grads_and_hlo(act):
   assert f"{TARGET}" in text
   y = jax.jit(f)(x, w, bias)
   z = _f64(x) @ _f64(w) + _f64(bias)
-  assert _rel_err(y, _act64(act, z)) <= 1e-2
+  assert _rel_err(y, act64(act, z)) <= 1e-2
 
   g = _rand(y.shape, jnp.bfloat16, rng)
   _, vjp = jax.vjp(f, x, w, bias)
   dx, dw, dbias = jax.jit(vjp)(g)
-  dz = _f64(g) * _deriv64(act, z)
+  dz = _f64(g) * act64_derivative(act, z)
   assert _rel_err(dx, dz @ _f64(w).T) <= 2e-2
   assert _rel_err(dw, np.einsum("bmk,bmn->kn", _f64(x), dz)) <= 2e-2
   assert _rel_err(dbias, dz.sum(axis=(0, 1))) <= 2e-2
-
-
-def _deriv64(name, z):
-  if name == "relu":
-    return (z > 0).astype(np.float64)
-  if name == "gelu":
-    c = math.sqrt(2 / math.pi)
-    t = np.tanh(c * (z + 0.044715 * z ** 3))
-    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * c * (1 + 3 * 0.044715 * z * z)
-  if name == "gelu_exact":
-    return 0.5 * (1 + scipy.special.erf(z / math.sqrt(2))) + z * np.exp(-z * z / 2) / math.sqrt(
-        2 * math.pi)
-  if name == "silu":
-    s = 1 / (1 + np.exp(-z))
-    return s * (1 + z * (1 - s))
-  return np.ones_like(z)
 
 
 def test_matmul_bias_vmap_is_one_launch():
@@ -218,4 +189,4 @@ def test_matmul_bias_vmap_is_one_launch():
   text = f.lower(a, b).as_text()
   assert text.count(f"@{TARGET}(") == 1
   z = _f64(a) @ _f64(b) + _f64(bias)
-  assert _rel_err(f(a, b), _act64("gelu", z)) <= 1e-2
+  assert _rel_err(f(a, b), act64("gelu", z)) <= 1e-2
