@@ -10,6 +10,8 @@ uniform or skewed (power-law, a quarter of the experts empty), expert shapes (K,
            ours      jax_sm100.ragged_dot
            xla       jax.lax.ragged_dot (XLA's grouped dot)
            torch     torch._grouped_mm(x, w, offs) where the device's torch has it
+           ours_BMxBN  with --tiles BMxBN,...: ours forced onto that tiling
+                     (tuning.override(grouped=...)); --no-xla skips the xla column
   fp8    the same product from FP8 operands (x 1x128, w 128x128 per expert), at
          --fp8-tokens-per-expert tokens per expert:
            ours      jax_sm100.fp8_grouped_matmul (a's scales given transposed: the layout
@@ -46,6 +48,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jax_sm100  # noqa: E402
+from jax_sm100 import tuning  # noqa: E402
+from jax_sm100.tuning import GroupedConfig  # noqa: E402
+
+
+class _Skipped(Exception):
+  """A column left out by a flag."""
 
 EXPERTS = (8, 32, 128)
 SHAPES = ((7168, 2048), (2048, 7168), (4096, 14336))  # (K, N) per expert
@@ -132,7 +140,13 @@ def bench_bf16(args, torch, log):
         m = args.tokens
         sizes = group_sizes(pattern, g, m)
         gs = jnp.asarray(sizes)
-        sets = bf16_sets(m, k, n, g, args.sets)
+        try:
+          sets = bf16_sets(m, k, n, g, args.sets)
+        except jax.errors.JaxRuntimeError as e:  # (G, K, N) weights past the device memory
+          log(f"  bf16 G={g} {k}x{n} {pattern}: inputs do not fit: {str(e)[:120]}")
+          rows.append(dict(column="bf16", experts=g, k=k, n=n, m=m, pattern=pattern,
+                           note=f"inputs do not fit: {str(e)[:160]}"))
+          continue
         ours = lambda x, w: jax_sm100.ragged_dot(x, w, gs)
         xla = lambda x, w: jax.lax.ragged_dot(x, w, gs)
         err = rel_err(jax.jit(ours)(*sets[0]), jax.jit(xla)(*sets[0]))
@@ -143,8 +157,18 @@ def bench_bf16(args, torch, log):
           rows.append(row)
           continue
         row["ours_s"], row["ours_gpu_s"] = _time(torch, ours, sets, args.reps, torch is not None)
+        for bm, bn in args.tiles:
+          def forced(x, w, cfg=GroupedConfig(bm, bn)):
+            with tuning.override(grouped=cfg):
+              return jax_sm100.ragged_dot(x, w, gs)
+          row[f"ours_{bm}x{bn}_s"], row[f"ours_{bm}x{bn}_gpu_s"] = _time(
+              torch, forced, sets, args.reps, torch is not None)
         try:
+          if args.no_xla:
+            raise _Skipped
           row["xla_s"], row["xla_gpu_s"] = _time(torch, xla, sets, args.reps, torch is not None)
+        except _Skipped:
+          pass
         except jax.errors.JaxRuntimeError as e:  # XLA's lowering holds (G, M, N)-sized temps
           row["xla_note"] = f"{len(sets)} sets in one jit: {str(e)[:120]}; timed on 2 sets"
           log(f"  bf16 G={g} {k}x{n} {pattern}: XLA {row['xla_note']}")
@@ -299,6 +323,9 @@ def _ratios(row):
       for other in ("xla", "torch"):
         if other in t:
           out[f"{tag}{other}/ours"] = t[other] / t["ours"]
+      for forced in (c for c in t if c.startswith("ours_") and not c.endswith("_gpu")):
+        if "torch" in t:
+          out[f"{tag}torch/{forced}"] = t["torch"] / t[forced]
     elif row["column"] == "fp8" and "ours" in t:
       out[f"{tag}efficiency"] = t["dense"] / t["ours"] if "dense" in t else None
       if "torch" in t:
@@ -360,7 +387,11 @@ def main(argv=None):
   p.add_argument("--fp8-max-tokens", type=int, default=131072)
   p.add_argument("--sets", type=int, default=6, help="distinct input sets per timing")
   p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--tiles", default="", help="bf16: also time ours forced onto these "
+                 "tilings, e.g. 128x128,128x256")
+  p.add_argument("--no-xla", action="store_true", help="bf16: skip XLA's ragged_dot")
   args = p.parse_args(argv)
+  args.tiles = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",") if t)
   if args.experts:
     args.experts = tuple(int(g) for g in args.experts.split(","))
   else:
