@@ -6,7 +6,8 @@ nnx:   Linear, Fp8Linear, MxFp8Linear (same, as nnx.Linear subclasses).
 Fused: DenseAct (linen) and LinearAct (nnx): act(x @ kernel + bias) in one
        jax_sm100.matmul_bias call (bias add and activation in the GEMM's epilogue);
        Fp8DenseAct / Fp8LinearAct: the same through jax_sm100.fp8_dot(..., bias=,
-       activation=) (FP8 product; bias and activation in one XLA pass after it).
+       activation=) (FP8 product, bias and activation in the FP8 kernel's epilogue for a
+       bfloat16 output; otherwise in one XLA pass after it).
 
 They are the stock Flax layers with `dot_general` defaulted to
 jax_sm100.dot_general / fp8_dot_general / mxfp8_dot_general; every other argument
@@ -128,8 +129,7 @@ class Fp8DenseAct(DenseAct):
   """DenseAct whose product is FP8 blockwise: act(x @ kernel + bias) is one
   jax_sm100.fp8_dot(x, kernel, bias=, activation=) call (x in 1x128 blocks, the kernel in
   128x128 blocks, forward and backward products in FP8; the bias add and the activation
-  run in one XLA elementwise pass after the FP8 GEMM). Parameters and attributes are
-  DenseAct's."""
+  in the FP8 kernel's epilogue, see fp8_dot). Parameters and attributes are DenseAct's."""
   _FP8 = True
 
 
