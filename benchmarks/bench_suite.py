@@ -4,7 +4,7 @@ ours forced, side by side in one process; and the dispatch table made from it.
     python benchmarks/bench_suite.py [--quick] [--ops matmul,matmul_residual]
         [--dtypes bf16,fp16] [--shapes 4096x4096x4096,...] [--repeats 5] [--no-gpu-time]
         [--out suite.json] [--emit-table jax_sm100/_dispatch_data.json]
-    python benchmarks/bench_suite.py --from suite.json --emit-table jax_sm100/_dispatch_data.json
+    python benchmarks/bench_suite.py --from suite.json[,more.json] --emit-table jax_sm100/_dispatch_data.json
     python benchmarks/bench_suite.py --from-legacy docs/bench_sm90_h200.json --kinds H200,H100 \\
         --emit-table jax_sm100/_dispatch_data.json
 
@@ -239,6 +239,20 @@ def run_suite(args, log=print):
   return dict(meta=meta, summary=summarize(rows, log), rows=rows)
 
 
+def merge_suites(suites, paths):
+  """One suite of the rows of several, measured on one GPU kind (the first's meta; its
+  source names every file)."""
+  meta = dict(suites[0]["meta"])
+  for s in suites[1:]:
+    if (s["meta"]["gpu_kind"], s["meta"]["sms"]) != (meta["gpu_kind"], meta["sms"]):
+      raise SystemExit(f"suites of different GPUs: {meta['gpu_kind']} and {s['meta']['gpu_kind']}")
+  if len(suites) > 1:
+    first = [meta["legacy"]] if meta.get("legacy") else []
+    meta["legacy"] = " + ".join(first + [os.path.relpath(os.path.abspath(p), _REPO)
+                                         for p in paths])
+  return dict(meta=meta, rows=[r for s in suites for r in s["rows"]])
+
+
 def from_legacy(path):
   """The rows of a `python -m jax_sm100.bench` JSON of the older full suite (our default
   configuration against XLA, wall time) in this suite's form: column 'heuristic' for
@@ -339,18 +353,20 @@ def main(argv=None):
   p.add_argument("--compile-threads", type=int, default=8)
   p.add_argument("--no-gpu-time", action="store_true", help="wall time only (no torch)")
   p.add_argument("--out", default="", help="JSON file for every number")
-  p.add_argument("--from", dest="src", default="", help="a suite JSON instead of running")
+  p.add_argument("--from", dest="src", default="", help="suite JSONs (comma-separated) instead "
+                 "of running; with --from-legacy too, all their rows together")
   p.add_argument("--from-legacy", default="", help="an older `jax_sm100.bench` full JSON")
   p.add_argument("--emit-table", default="", help="the dispatch table file to write")
   p.add_argument("--kinds", default="", help="GPU kinds to write (default: the measured one)")
   p.add_argument("--threshold", type=float, default=0.98)
   p.add_argument("--metric", default="wall_us", choices=("wall_us", "gpu_us"))
   args = p.parse_args(argv)
-  if args.from_legacy:
-    suite = from_legacy(args.from_legacy)
-  elif args.src:
-    with open(args.src) as f:
-      suite = json.load(f)
+  suites = [from_legacy(args.from_legacy)] if args.from_legacy else []
+  for path in filter(None, args.src.split(",")):
+    with open(path) as f:
+      suites.append(json.load(f))
+  if suites:
+    suite = merge_suites(suites, args.src.split(",") if args.src else [])
   else:
     suite = run_suite(args)
     if args.out:

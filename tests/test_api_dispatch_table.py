@@ -179,15 +179,21 @@ def test_unknown_kinds_take_the_heuristic():
 
 def test_the_shipped_entries_come_from_the_published_measurements():
   """Each GPU kind's table is what --emit-table makes of its published measurements (no
-  entry typed by hand): H200 from docs/bench_sm90_h200.json, H100 from the suite run in
-  docs/results_raw/suite_h100.json."""
+  entry typed by hand): H200 from docs/bench_sm90_h200.json together with the suite rows
+  of docs/results_raw/suite_example_h200.json (the sharded example's products), H100 from
+  the suite run in docs/results_raw/suite_h100.json."""
   sys.path.insert(0, os.path.join(REPO, "benchmarks"))
   try:
     import bench_suite
   finally:
     sys.path.pop(0)
-  suite = bench_suite.from_legacy(os.path.join(REPO, "docs", "bench_sm90_h200.json"))
+  example = os.path.join(REPO, "docs", "results_raw", "suite_example_h200.json")
+  with open(example) as f:
+    suite = bench_suite.merge_suites(
+        [bench_suite.from_legacy(os.path.join(REPO, "docs", "bench_sm90_h200.json")), json.load(f)],
+        [example])
   kt = table()["kinds"]["H200"]
+  assert kt["source"].startswith(suite["meta"]["legacy"] + " on NVIDIA H200")
   assert dt.build_entries(suite["rows"], sms=132, classes=table()["classes"],
                           threshold=kt["threshold"]) == kt["entries"]
   with open(os.path.join(REPO, "docs", "results_raw", "suite_h100.json")) as f:
