@@ -204,7 +204,9 @@ struct MathWG {
     job.waves_live = waves_live(p, job.mt, job.nt);
     job.sfb = next_scales();
     // The bias column this thread stages at the tile's epilogue, loaded now so the
-    // global load's latency hides behind the tile's main loop.
+    // global load's latency hides behind the tile's main loop. Not with three math WGs
+    // (192-row tiles): at their 128 registers the held value made ptxas spill, so
+    // store_tile loads it there.
     job.bias = 0.f;
     if constexpr (Cfg::kBias && Cfg::kMathWGs == 2) job.bias = load_bias(p, job.n0);
     return job;
@@ -277,8 +279,8 @@ __device__ __forceinline__ void stage_final_acc(const float (&final_acc)[Cfg::kW
   }
 }
 
-/// Epilogue of one tile: fp32 (+ beta*C, or act(. + bias) for a bias kernel) -> bf16 -> swizzled smem -> TMA store of the
-/// WG's live rows. With the residual, it consumes the WG's C stage even when nothing is
+/// Epilogue of one tile: fp32 (+ beta*C, or act(. + bias) for a bias kernel) -> bf16 ->
+/// swizzled smem -> TMA store of the WG's live rows. With the residual, it consumes the WG's C stage even when nothing is
 /// stored (the loader streams C for every tile).
 template <class Cfg>
 __device__ __forceinline__ void store_tile(const float (&final_acc)[Cfg::kWaves][Cfg::kAcc],
