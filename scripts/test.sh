@@ -21,7 +21,7 @@ set +e
 # One worker per core (pytest-xdist), whole files to a worker so that a module's
 # fixtures (compiled probes, built venvs) are made once; JAX_SM100_TEST_WORKERS=0
 # runs in this process.
-pytest -ra -n "${JAX_SM100_TEST_WORKERS:-auto}" --dist loadfile "$@" tests
+pytest -ra --durations=15 -n "${JAX_SM100_TEST_WORKERS:-auto}" --dist loadfile "$@" tests
 rc=$?
 set -e
 # Repeated after pytest's output, where it is read.

@@ -32,7 +32,7 @@ set +e
 # The wheel's tests: `source_tree` ones check the checkout (its C++ headers, scripts), not
 # the wheel, and `reference_path` ones the plain-jnp twin of a kernel-path test; both run
 # in the source job (scripts/test.sh). Workers as there.
-"$venv/bin/python" -m pytest -ra -p no:cacheprovider -m "not source_tree and not reference_path" \
+"$venv/bin/python" -m pytest -ra --durations=15 -p no:cacheprovider -m "not source_tree and not reference_path" \
   -n "${JAX_SM100_TEST_WORKERS:-auto}" --dist loadfile "$@" "$repo/tests"
 rc=$?
 set -e
