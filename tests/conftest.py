@@ -55,6 +55,15 @@ def _source_tree_module(name: str) -> bool:
   return name in SOURCE_TREE_MODULES or fnmatch.fnmatch(name, "test_sm100_*_emu.py")
 
 
+def _machine_code_test(item) -> bool:
+  """Reads the installed library's machine code (cuobjdump): the sm_100a SASS modules'
+  extension checks and test_build.py's sm_90a ones. Independent of jax's version, so the
+  wheel job on the oldest jax leaves them to the job on the newest."""
+  name = item.path.name
+  return (fnmatch.fnmatch(name, "test_sm100*_sass.py") or
+          (name == "test_build.py" and item.name.startswith("test_sm90a_")))
+
+
 def pytest_collection_modifyitems(config, items):
   for item in items:
     # ... and the SASS tests of launch units compiled from ffi/src (their fixtures
@@ -62,6 +71,8 @@ def pytest_collection_modifyitems(config, items):
     if _source_tree_module(item.path.name) or \
         {"unit_cubin", "unit_cubins"} & set(getattr(item, "fixturenames", ())):
       item.add_marker(pytest.mark.source_tree)
+    elif _machine_code_test(item):
+      item.add_marker(pytest.mark.machine_code)
     # The `path` fixture's reference variants run the plain-jnp reference (no compiled
     # code): the wheel jobs leave them to the source job.
     if getattr(item, "callspec", None) is not None and \

@@ -5,6 +5,7 @@ the .cu files, an arch list without sm_90a) must fail here rather than fall back
 to the reference path unnoticed. scripts/test.sh sets JAX_SM100_EXPECT_KERNELS=1
 whenever nvcc is present.
 """
+import functools
 import glob
 import importlib
 import os
@@ -33,6 +34,7 @@ def _cuobjdump():
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def _sass(arch):
     exe = _cuobjdump()
     if exe is None:
