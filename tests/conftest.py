@@ -64,7 +64,24 @@ def _machine_code_test(item) -> bool:
           (name == "test_build.py" and item.name.startswith("test_sm90a_")))
 
 
+# Modules that take minutes (package builds in fresh environments, the 8-device sharding
+# children, C++ emulator and nvcc probe compiles, disassembling the library) are collected
+# first: with whole files per worker (--dist loadfile) one of them collected last keeps one
+# worker busy while the other idles at the end of the run.
+HEAVY_FIRST = ("test_setup.py", "test_sharding.py", "test_sharding_gspmd.py",
+               "test_sm100_*_emu.py", "test_emu_primitives.py", "test_sm100*_sass.py",
+               "test_build.py")
+
+
+def _heavy_rank(item) -> int:
+  for rank, pattern in enumerate(HEAVY_FIRST):
+    if fnmatch.fnmatch(item.path.name, pattern):
+      return rank
+  return len(HEAVY_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+  items.sort(key=_heavy_rank)  # stable: each module's own order is kept
   for item in items:
     # ... and the SASS tests of launch units compiled from ffi/src (their fixtures
     # unit_cubin / unit_cubins); the installed extension's SASS is checked in every job.
