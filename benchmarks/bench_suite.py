@@ -94,8 +94,16 @@ def _decision(fn, args, **settings):
   return d.path, d.config, d.why
 
 
-def _name(cfg):
-  return dt.tiling_name((cfg.block_m, cfg.block_n, cfg.cluster_m)) if cfg else None
+def _name(cfg, shape):
+  """The suite's column of a config on an m x n x k shape ('64x64c1k' for a split-K
+  config whose split is split_k_for the shape's)."""
+  if cfg is None:
+    return None
+  t = (cfg.block_m, cfg.block_n, cfg.cluster_m)
+  if cfg.split_k > 1:
+    auto = tuning.candidate_config(t + (0,), *shape, 1)
+    t += (0 if auto.split_k == cfg.split_k else cfg.split_k,)
+  return dt.tiling_name(t)
 
 
 def split_at_markers(events, n):
@@ -135,18 +143,20 @@ def run_row(op, dname, shape, tilings, repeats, torch, pool, log):
   ours, base = _fns(op)
   off = dict(autotune_cache=False)
   path, cfg, why = _decision(ours, sets[0], **off)
-  heuristic = _name(_decision(ours, sets[0], dispatch="heuristic", **off)[1])
+  heuristic = _name(_decision(ours, sets[0], dispatch="heuristic", **off)[1], shape)
   cols = [("xla", base, {})]
   if op == "matmul_residual":
     cols.append(("xla_path", ours, dict(dispatch="xla", **off)))
-  cols += [(dt.tiling_name(t), ours, dict(gemm=tuning.GemmConfig(*t), **off)) for t in tilings]
+  cols += [(dt.tiling_name(t), ours, dict(gemm=tuning.candidate_config(t, m, n, k), **off))
+           for t in tilings]
   names = [c for c, _, _ in cols]
   # The dispatched program is one of the columns' (the XLA path, or a tiling with the
   # default group_m): its numbers are that column's, not compiled and timed twice.
   if path == "xla":
     same = "xla_path" if op == "matmul_residual" else "xla"
-  elif cfg is not None and cfg == tuning.GemmConfig(cfg.block_m, cfg.block_n, cfg.cluster_m):
-    same = _name(cfg)
+  elif cfg is not None and cfg == tuning.GemmConfig(cfg.block_m, cfg.block_n, cfg.cluster_m,
+                                                   split_k=cfg.split_k):
+    same = _name(cfg, shape)
   else:
     same = None
   if same not in names:
@@ -162,7 +172,7 @@ def run_row(op, dname, shape, tilings, repeats, torch, pool, log):
     if gpu is not None:
       gpu["dispatched"] = gpu[same]
   row = dict(op=op, dtype=np.dtype(dtype).name, shape=[m, n, k, 1], sets=len(sets),
-             heuristic=heuristic, dispatch=dict(path=path, tiling=_name(cfg), why=why,
+             heuristic=heuristic, dispatch=dict(path=path, tiling=_name(cfg, shape), why=why,
                                                 same_program_as=same if same in names else None),
              wall_us={c: t * 1e6 for c, t in wall.items()},
              seconds=round(time.perf_counter() - t0, 2))
@@ -215,7 +225,7 @@ def run_suite(args, log=print):
     raise SystemExit(f"bench_suite needs a GPU with the kernels; backend() is {backend!r}")
   shapes = ([tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
             if args.shapes else (QUICK if args.quick else SHAPES))
-  tilings = tuning.gemm_tilings(dev)
+  tilings = tuning.gemm_candidates(dev)
   torch = None
   if not args.no_gpu_time:
     torch, why = common._torch()

@@ -97,8 +97,26 @@ def shape_class(m: int, n: int, k: int, batch: int, sms: int, classes: dict) -> 
 
 
 def tiling_name(t) -> str:
-  """(block_m, block_n, cluster_m) -> '128x256c2' (the suite's and the tables' name)."""
-  return f"{t[0]}x{t[1]}c{t[2]}"
+  """(block_m, block_n, cluster_m) -> '128x256c2' (the suite's and the tables' name); a
+  split-K candidate (block_m, block_n, cluster_m, 0) -> '64x64c1k' (split_k from the
+  shape), with an explicit split s > 1 -> '64x64c1k4'."""
+  name = f"{t[0]}x{t[1]}c{t[2]}"
+  if len(t) > 3 and int(t[3]) != 1:
+    name += "k" + (str(int(t[3])) if int(t[3]) else "")
+  return name
+
+
+def _valid_candidate(t) -> bool:
+  """A table's tiling: a compiled (block_m, block_n, cluster_m), or a split-K tiling
+  with a fourth entry 0 (split_k_for the shape) or an explicit split in [1, 8]."""
+  from jax_sm100 import tuning
+  t = tuple(t)
+  if len(t) not in (3, 4) or not all(isinstance(v, int) for v in t):
+    return False
+  if t[:3] not in tuning.GEMM_TILINGS:
+    return False
+  return len(t) == 3 or t[3] == 1 or (t[:3] in tuning.SPLIT_K_TILINGS
+                                      and 0 <= t[3] <= tuning.MAX_SPLIT_K)
 
 
 # ---------------------------------------------------------------------------
@@ -112,7 +130,6 @@ _shipped: dict = {}
 def check_table(table: dict) -> list:
   """Problems of a dispatch table (empty: valid): every entry's path is 'kernel' or
   'xla' and its tiling, where given, one the sm90 GEMM is compiled for."""
-  from jax_sm100 import tuning
   problems = []
   if table.get("format") != FORMAT:
     problems.append(f"format {table.get('format')!r}, expected {FORMAT}")
@@ -133,7 +150,7 @@ def check_table(table: dict) -> list:
           if e.get("path") not in ("kernel", "xla"):
             problems.append(f"{where}: path {e.get('path')!r}")
           t = e.get("tiling")
-          if t is not None and tuple(t) not in tuning.GEMM_TILINGS:
+          if t is not None and not _valid_candidate(t):
             problems.append(f"{where}: tiling {t!r} is not compiled")
   return problems
 
@@ -240,16 +257,19 @@ def _cache_path(settings, kind: str):
 # The decision
 # ---------------------------------------------------------------------------
 
-def _config(tiling, device):
-  """GemmConfig of a measured tiling (group_m from the heuristic table), or None when
-  it is absent or not one the device's kernel has."""
+def _config(tiling, device, shape):
+  """GemmConfig of a measured tiling for the product `shape` (m, n, k, batch): group_m
+  from the heuristic table, a split-K candidate's split from tuning.split_k_for; None
+  when it is absent or not one the device's kernel has."""
   from jax_sm100 import tuning
   if tiling is None:
     return None
   t = tuple(int(v) for v in tiling)
-  if t not in tuning.gemm_tilings(device):
+  if t[:3] not in tuning.gemm_tilings(device):
     return None
-  return tuning.GemmConfig(*t, group_m=tuning._table(device, "gemm")[1]["group_m"])
+  if len(t) > 3 and t[3] != 1 and t[:3] + (0,) not in tuning.gemm_candidates(device):
+    return None  # a split-K tiling where the device has no split-K kernel
+  return tuning.candidate_config(t, *shape, device=device)
 
 
 def _shapes_text(shapes) -> str:
@@ -262,7 +282,7 @@ def _speed(entry) -> str:
   return f" {float(s):.2f}x" if isinstance(s, (int, float)) and math.isfinite(s) else ""
 
 
-def _measured(entry, where: str, device, forced: bool, up_to: str = "") -> Choice:
+def _measured(entry, where: str, device, forced: bool, shape, up_to: str = "") -> Choice:
   """The choice an entry (a table class or a cache hit) gives; forced: the kernel even
   where xla was measured faster (override(dispatch='kernel')). A class entry's xla
   speedup is over our best candidate on its worst shape (up_to=' up to')."""
@@ -274,7 +294,7 @@ def _measured(entry, where: str, device, forced: bool, up_to: str = "") -> Choic
     than = f"our best tiling {best}" if best else "the kernel"
     return Choice("xla", None, f"{where}: measured xla{up_to}{speed} faster than {than}"
                                f"{shapes}")
-  cfg = _config(entry.get("tiling"), device)
+  cfg = _config(entry.get("tiling"), device, shape)
   note = "" if cfg is not None or best is None else (
       f"; {best} has no kernel on this device, the heuristic picks the tiling")
   if entry["path"] == "xla":
@@ -307,7 +327,8 @@ def decide(settings, op: str, dtype, m: int, n: int, k: int, batch: int = 1,
     entry = cache_entries(read_cache(path), kind).get(cache_key(op, dtype, m, n, k, batch))
     if entry is not None and entry.get("path") in ("kernel", "xla"):
       m_, n_, k_, b_ = entry["shape"]
-      return _measured(entry, f"autotune cache {path} ({m_}x{n_}x{k_}, batch {b_})", dev, forced)
+      return _measured(entry, f"autotune cache {path} ({m_}x{n_}x{k_}, batch {b_})", dev, forced,
+                       (m, n, k, batch))
   table = shipped_table()
   kt = table.get("kinds", {}).get(kind)
   lead = "override(dispatch='kernel')" if forced else "kernel"
@@ -323,7 +344,7 @@ def decide(settings, op: str, dtype, m: int, n: int, k: int, batch: int = 1,
   src = f" (from {src} measurements)" if src and src != kind else ""
   where = (f"dispatch table {kind}{src} class ({key.replace(',', ', ')}; waves of 128x256 "
            f"tiles on {sms} SMs)")
-  return _measured(entry, where, dev, forced, up_to=" up to")
+  return _measured(entry, where, dev, forced, (m, n, k, batch), up_to=" up to")
 
 
 def check_mode(mode) -> str:
@@ -353,13 +374,18 @@ def check_cache_setting(value):
 # K; fewer tiles than SMs, ragged low wave counts, and many waves.
 DEFAULT_CLASSES = {"M": [16, 128, 2048], "N": [2048, 8192], "K": [3072], "waves": [1, 2, 4],
                    "wave_tile": [128, 256]}
-_TILING_RE = re.compile(r"^(\d+)x(\d+)c(\d+)$")
+_TILING_RE = re.compile(r"^(\d+)x(\d+)c(\d+)(k\d*)?$")
 
 
 def parse_tiling(name: str):
-  """'128x256c2' -> (128, 256, 2); None for any other column name."""
+  """'128x256c2' -> (128, 256, 2), '64x64c1k' -> (64, 64, 1, 0), '64x64c1k4' ->
+  (64, 64, 1, 4) (tiling_name's inverse); None for any other column name."""
   mt = _TILING_RE.match(name)
-  return tuple(int(v) for v in mt.groups()) if mt else None
+  if not mt:
+    return None
+  t = tuple(int(v) for v in mt.groups()[:3])
+  split = mt.group(4)
+  return t if split is None else t + (int(split[1:] or 0),)
 
 
 def build_entries(rows, *, sms: int, classes=None, threshold: float = 0.98,

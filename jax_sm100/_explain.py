@@ -102,7 +102,7 @@ def _config(target: str, attrs: dict):
   try:
     if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_gemm_bias"):
       return tuning.GemmConfig(*(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m",
-                                                          "group_m")))
+                                                          "group_m", "split_k")))
     if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual", "jax_sm100_fp8_gemm_bias"):
       return tuning.Fp8Config(int(attrs["block_m"]), int(attrs["block_n"]), int(attrs["cluster"]),
                               bool(attrs["pair_along_n"]), int(attrs["group_m"]))

@@ -153,7 +153,7 @@ def autotune(shapes, *, dtypes=(jnp.bfloat16,), ops=("matmul",), path=None, repe
   kind = _dispatch_table.gpu_kind(dev)
   path = os.fspath(path) if path is not None else _dispatch_table.default_cache_path(kind)
   version = _dispatch_table._version()
-  tilings = tuning.gemm_tilings(dev)
+  tilings = tuning.gemm_candidates(dev)
   say = log or (lambda _line: None)
   entries = []
   for op in ops:
@@ -162,7 +162,8 @@ def autotune(shapes, *, dtypes=(jnp.bfloat16,), ops=("matmul",), path=None, repe
         fn, sets = _op_and_sets(op, dt, m, n, k, batch)
         names = ["xla"] + [_dispatch_table.tiling_name(t) for t in tilings]
         runs = [_compiled(fn, sets, dispatch="xla", autotune_cache=False)]
-        runs += [_compiled(fn, sets, gemm=tuning.GemmConfig(*t), autotune_cache=False)
+        runs += [_compiled(fn, sets, autotune_cache=False,
+                           gemm=tuning.candidate_config(t, m, n, k, batch, device=dev))
                  for t in tilings]
         times = dict(zip(names, _bench().time_runs(runs, sets, repeats)))
         best = min(names[1:], key=lambda c: times[c])

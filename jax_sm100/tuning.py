@@ -3,7 +3,7 @@
 Every kernel launch carries its configuration as FFI attributes (visible in the
 lowered HLO and part of the jit cache key):
 
-  GemmConfig(block_m, block_n, cluster_m, group_m)            bf16/fp16 GEMMs
+  GemmConfig(block_m, block_n, cluster_m, group_m, split_k)   bf16/fp16 GEMMs
   Fp8Config(block_m, block_n, cluster, pair_along_n, group_m)  FP8 blockwise GEMMs
 
 The default for a call comes from `gemm_config` / `fp8_config`: rules whose
@@ -45,6 +45,8 @@ __all__ = [
     "GroupedConfig", "GROUPED_TILINGS", "GROUPED_TILINGS_BY_KIND", "ARCH_GROUPED_TILINGS",
     "grouped_tilings", "grouped_config",
     "SM100_FP8_TILINGS", "ARCH_FP8_TILINGS",
+    "SPLIT_K_TILINGS", "ARCH_SPLIT_K_TILINGS", "MAX_SPLIT_K", "gemm_candidates", "split_k_for",
+    "candidate_config",
 ]
 
 # ---------------------------------------------------------------------------
@@ -62,6 +64,14 @@ SM100_GEMM_TILINGS = ((128, 256, 1), (128, 128, 1), (128, 256, 2))
 # The tilings each architecture's GEMM kernel has (HEURISTICS keys); a launch on an
 # architecture with an entry here takes only these.
 ARCH_GEMM_TILINGS = {"sm90": GEMM_TILINGS, "sm100": SM100_GEMM_TILINGS}
+# The sm90 tilings that also exist as split-K kernels (GemmConfig.split_k > 1: a cluster
+# of split_k CTAs per output tile, each running 1/split_k of K, the partials reduced
+# through distributed shared memory), and the largest split (the portable cluster size).
+SPLIT_K_TILINGS = ((64, 64, 1), (64, 128, 1))
+MAX_SPLIT_K = 8
+# A measured candidate of the dispatch (tables, autotune, the suite): a tiling, or a
+# tiling with a fourth entry 0 for "split K by split_k_for(shape)" ('64x64c1k').
+ARCH_SPLIT_K_TILINGS = {"sm90": SPLIT_K_TILINGS, "sm100": ()}
 # (block_m, block_n, cluster, pair_along_n) combinations the FP8 GEMM is compiled for;
 # the residual FP8 GEMM runs the 128-row ones only.
 FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
@@ -81,6 +91,13 @@ def _int_field(cls: str, name: str, v) -> int:
   return int(v)
 
 
+def _check_split_k(cls: str, v) -> int:
+  v = _int_field(cls, "split_k", v)
+  if not 1 <= v <= MAX_SPLIT_K:
+    raise ValueError(f"{cls}: split_k must be in [1, {MAX_SPLIT_K}]; got {v}.")
+  return v
+
+
 def _check_group_m(cls: str, v) -> int:
   v = _int_field(cls, "group_m", v)
   lo, hi = GROUP_M_RANGE
@@ -95,8 +112,10 @@ class GemmConfig:
 
   block_m x block_n: the output tile per CTA; cluster_m: CTAs per cluster along M
   (2: pairs of M tiles share a multicast B tile); group_m: M tiles per group of the
-  persistent tile order (L2 reuse). Valid (block_m, block_n, cluster_m): GEMM_TILINGS;
-  group_m in [1, 64]. The sm100 kernel has a subset, SM100_GEMM_TILINGS (there
+  persistent tile order (L2 reuse); split_k > 1: the split-K kernel (a cluster of
+  split_k CTAs per output tile, each running 1/split_k of K; SPLIT_K_TILINGS only, sm90
+  only). Valid (block_m, block_n, cluster_m): GEMM_TILINGS; group_m in [1, 64];
+  split_k in [1, MAX_SPLIT_K]. The sm100 kernel has a subset, SM100_GEMM_TILINGS (there
   (128, 256, 2) is the 2-SM pair); a launch on sm100 with another tiling raises
   ValueError when it is traced.
   """
@@ -104,21 +123,27 @@ class GemmConfig:
   block_n: int
   cluster_m: int = 1
   group_m: int = 8
+  split_k: int = 1
 
   def __post_init__(self):
     cls = type(self).__name__
     for f in ("block_m", "block_n", "cluster_m"):
       object.__setattr__(self, f, _int_field(cls, f, getattr(self, f)))
     object.__setattr__(self, "group_m", _check_group_m(cls, self.group_m))
+    object.__setattr__(self, "split_k", _check_split_k(cls, self.split_k))
     tiling = (self.block_m, self.block_n, self.cluster_m)
     if tiling not in GEMM_TILINGS:
       raise ValueError(f"{cls}: (block_m, block_n, cluster_m) = {tiling} is not compiled; "
                        f"valid: {', '.join(map(str, GEMM_TILINGS))}.")
+    if self.split_k > 1 and tiling not in SPLIT_K_TILINGS:
+      raise ValueError(f"{cls}: split_k > 1 needs a split-K tiling "
+                       f"({', '.join(map(str, SPLIT_K_TILINGS))}); got {tiling}.")
 
   def attributes(self) -> dict:
     """The FFI attributes of jax_sm100_gemm[_residual] for this choice."""
     return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
-                cluster_m=np.int32(self.cluster_m), group_m=np.int32(self.group_m))
+                cluster_m=np.int32(self.cluster_m), group_m=np.int32(self.group_m),
+                split_k=np.int32(self.split_k))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +241,39 @@ def gemm_tilings(device=None) -> tuple:
   return ARCH_GEMM_TILINGS.get(_arch(_device(device)), GEMM_TILINGS)
 
 
+def gemm_candidates(device=None) -> tuple:
+  """What the measured dispatch chooses among on `device`: gemm_tilings(device), then
+  each split-K tiling as (block_m, block_n, cluster_m, 0), the 0 standing for
+  split_k_for(the product's shape) (named '64x64c1k' in tables and the suite)."""
+  arch = _arch(_device(device))
+  return gemm_tilings(device) + tuple(t + (0,) for t in ARCH_SPLIT_K_TILINGS.get(arch, ()))
+
+
+def split_k_for(m: int, n: int, k: int, batch: int, block_m: int, block_n: int,
+                sms: int) -> int:
+  """The split-K factor of an m x n x k product (`batch` of them) on block_m x block_n
+  tiles: as many K slices as keep the tiles' clusters within `ctas_per_sm` CTAs per SM,
+  each slice at least `min_k_blocks` K blocks of 64, at most MAX_SPLIT_K
+  (HEURISTICS["sm90"]["gemm"]["split_k"]); 1: no split."""
+  rule = HEURISTICS["sm90"]["gemm"]["split_k"]
+  tiles = max(1, batch * cdiv(m, block_m) * cdiv(n, block_n))
+  s = min(MAX_SPLIT_K, rule["ctas_per_sm"] * sms // tiles, cdiv(k, 64) // rule["min_k_blocks"])
+  return max(1, s)
+
+
+def candidate_config(candidate, m: int, n: int, k: int, batch: int = 1,
+                     device=None) -> GemmConfig:
+  """The GemmConfig of a gemm_candidates() entry for one product (group_m from the
+  heuristic table; a split candidate's split_k from split_k_for)."""
+  dev = _device(device)
+  group_m = _table(dev, "gemm")[1]["group_m"]
+  bm, bn, cm = (int(v) for v in candidate[:3])
+  split = 1
+  if len(candidate) > 3:
+    split = int(candidate[3]) or split_k_for(m, n, k, batch, bm, bn, sm_count(dev))
+  return GemmConfig(bm, bn, cm, group_m, split)
+
+
 # ---------------------------------------------------------------------------
 # The default choice
 # ---------------------------------------------------------------------------
@@ -271,6 +329,10 @@ def _check_arch_tiling(cfg: GemmConfig, arch: str, how: str) -> None:
   """ValueError when `cfg`'s tiling is not one that `arch`'s GEMM kernel has."""
   tilings = ARCH_GEMM_TILINGS.get(arch)
   tiling = (cfg.block_m, cfg.block_n, cfg.cluster_m)
+  if cfg.split_k > 1 and tiling not in ARCH_SPLIT_K_TILINGS.get(arch, SPLIT_K_TILINGS):
+    raise ValueError(f"jax_sm100.tuning: {how}: split_k = {cfg.split_k} has no {arch} kernel "
+                     f"(the split-K GEMM is sm90's, tilings "
+                     f"{', '.join(map(str, SPLIT_K_TILINGS))}).")
   if tilings is not None and tiling not in tilings:
     raise ValueError(f"jax_sm100.tuning: {how}: (block_m, block_n, cluster_m) = {tiling} has "
                      f"no {arch} GEMM kernel; the {arch} GEMM has "
@@ -420,6 +482,9 @@ def _as_setting(kind: str, cls, value):
     if k == "group_m":
       out[k] = _check_group_m(who, v)
       continue
+    if k == "split_k" and cls is GemmConfig:
+      out[k] = _check_split_k(who, v)
+      continue
     if k not in valid:
       fields = [f.name for f in dataclasses.fields(cls)]
       raise ValueError(f"{who}: unknown field {k!r}; {cls.__name__} has {', '.join(fields)}.")
@@ -445,9 +510,9 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
 
   gemm: a GemmConfig for every bf16/fp16 GEMM launch, or a dict of some of its
     fields applied on top of each launch's default (e.g. {"group_m": 16},
-    {"cluster_m": 1}); fp8: the same with Fp8Config. A combination that is not
-    compiled, or that the device architecture's kernel lacks (sm100:
-    SM100_GEMM_TILINGS), raises ValueError when an op is traced; the residual FP8
+    {"cluster_m": 1}, {"block_m": 64, "block_n": 64, "cluster_m": 1, "split_k": 4});
+    fp8: the same with Fp8Config. A combination that is not compiled, or that the
+    device architecture's kernel lacks (sm100: SM100_GEMM_TILINGS, no split-K), raises ValueError when an op is traced; the residual FP8
     GEMM takes 128-row tiles only, so a 192/256-row override raises for it.
   fp8_fused_scales: False makes fp8_dot's GEMMs transpose a's scales with XLA
     instead of taking them from the quantizers (for tests and benchmarks).

@@ -475,7 +475,8 @@ def test_other_bad_input_names_the_argument():
 # ---------------------------------------------------------------------------
 
 _ATTRS = dict(trans_a=False, trans_b=False, block_m=np.int32(128), block_n=np.int32(128),
-              cluster_m=np.int32(1), group_m=np.int32(8), activation=np.int32(0))
+              cluster_m=np.int32(1), group_m=np.int32(8), split_k=np.int32(1),
+              activation=np.int32(0))
 
 
 def _direct(a, b, bias, pre_shape, out=BF16, **attrs):

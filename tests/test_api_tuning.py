@@ -173,7 +173,7 @@ def test_config_tables_match_the_ffi_contract():
   for t in GEMM_TILINGS:
     assert GemmConfig(*t).attributes() == dict(
         block_m=np.int32(t[0]), block_n=np.int32(t[1]), cluster_m=np.int32(t[2]),
-        group_m=np.int32(8))
+        group_m=np.int32(8), split_k=np.int32(1))
   for t in FP8_TILINGS:
     attrs = Fp8Config(*t, group_m=3).attributes()
     assert isinstance(attrs["pair_along_n"], bool) and attrs["group_m"] == np.int32(3)

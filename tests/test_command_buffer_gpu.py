@@ -40,7 +40,8 @@ SCRIPT = textwrap.dedent("""
         q, s = jax_sm100.quantize_fp8_blockwise(x, block=(1, 128))
         y = jax_sm100.fp8_dot(x, w)
         e = cluster_gemm(a, b, trans_a=False, trans_b=False, block_m=np.int32(128),
-                         block_n=np.int32(128), cluster_m=np.int32(2), group_m=np.int32(3))
+                         block_n=np.int32(128), cluster_m=np.int32(2), group_m=np.int32(3),
+                         split_k=np.int32(1))
         return d, r, q, s, y, e
 
     text = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in

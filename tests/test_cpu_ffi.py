@@ -353,7 +353,7 @@ def test_fp8_dot_and_grads(cpu_ffi, monkeypatch, rng):
 # --------------------------------------------------------------------------
 
 GEMM_ATTRS = dict(trans_a=False, trans_b=False, block_m=np.int32(128), block_n=np.int32(128),
-                  cluster_m=np.int32(1), group_m=np.int32(8))
+                  cluster_m=np.int32(1), group_m=np.int32(8), split_k=np.int32(1))
 FP8_ATTRS = dict(block_m=np.int32(128), block_n=np.int32(128), cluster=np.int32(1),
                  pair_along_n=False, group_m=np.int32(8))
 

@@ -60,12 +60,14 @@ _U = {jnp.dtype(jnp.bfloat16): 2.0**-8, jnp.dtype(jnp.float16): 2.0**-11,
 
 @functools.lru_cache(maxsize=None)
 def _fn(trans_a, trans_b, act, want_pre, out_shape, out_dtype, tiling):
-  bm, bn, cm = tiling
+  bm, bn, cm, *split = tiling  # a fourth entry: split_k (the split-K kernel)
   results = (jax.ShapeDtypeStruct(out_shape, out_dtype),
              jax.ShapeDtypeStruct(out_shape if want_pre else (0,), out_dtype))
   call = jax.ffi.ffi_call(TARGET, results)
   attrs = dict(trans_a=trans_a, trans_b=trans_b, block_m=np.int32(bm), block_n=np.int32(bn),
-               cluster_m=np.int32(cm), group_m=np.int32(8), activation=np.int32(ACTS[act]))
+               cluster_m=np.int32(cm), group_m=np.int32(8),
+               split_k=np.int32(split[0] if split else 1),
+               activation=np.int32(ACTS[act]))
   return jax.jit(lambda a, b, bias: call(a, b, bias, **attrs))
 
 

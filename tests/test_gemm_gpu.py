@@ -113,9 +113,9 @@ def _tiling_attrs(tiling, out_shape):
   """FFI attributes (int32) for `tiling`, or the default choice for out_shape when None."""
   if tiling is None:
     tiling = _default_tiling(out_shape[-2], out_shape[-1], math.prod(out_shape[:-2]))
-  bm, bn, cluster, group = tiling
+  bm, bn, cluster, group, *split = tiling  # a fifth entry: split_k (the split-K kernel)
   return dict(block_m=np.int32(bm), block_n=np.int32(bn), cluster_m=np.int32(cluster),
-              group_m=np.int32(group))
+              group_m=np.int32(group), split_k=np.int32(split[0] if split else 1))
 
 
 def _shape_a(batch, m, k, trans_a):

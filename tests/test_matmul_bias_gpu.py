@@ -68,7 +68,8 @@ def _fn(trans_a, trans_b, out_shape, out_dtype, act, want_pre, tiling):
   d = jax.ShapeDtypeStruct(out_shape, out_dtype)
   pre = jax.ShapeDtypeStruct(out_shape if want_pre else (0,), out_dtype)
   attrs = dict(trans_a=trans_a, trans_b=trans_b, block_m=np.int32(bm), block_n=np.int32(bn),
-               cluster_m=np.int32(cl), group_m=np.int32(gm), activation=np.int32(CODES[act]))
+               cluster_m=np.int32(cl), group_m=np.int32(gm), split_k=np.int32(1),
+               activation=np.int32(CODES[act]))
   return jax.jit(lambda a, b, c: jax.ffi.ffi_call(TARGET, (d, pre))(a, b, c, **attrs))
 
 
@@ -150,7 +151,7 @@ def test_bad_activation_is_rejected_with_a_sentence():
     jax.block_until_ready(call(
         jnp.ones((64, 64), jnp.bfloat16), jnp.ones((64, 64), jnp.bfloat16),
         jnp.ones((64,), jnp.float32), trans_a=False, trans_b=False, block_m=np.int32(128),
-        block_n=np.int32(256), cluster_m=np.int32(1), group_m=np.int32(8),
+        block_n=np.int32(256), cluster_m=np.int32(1), group_m=np.int32(8), split_k=np.int32(1),
         activation=np.int32(9)))
 
 

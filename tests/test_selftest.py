@@ -285,7 +285,7 @@ def test_an_xla_runtime_error_says_the_context_may_be_unusable(unproven, monkeyp
     out = jax.ShapeDtypeStruct((128, 64), BF16)
     return jax.jit(lambda x, y: jax.ffi.ffi_call("jax_sm100_gemm", out)(
         x, y, trans_a=False, trans_b=False, block_m=np.int32(96), block_n=np.int32(128),
-        cluster_m=np.int32(1), group_m=np.int32(8)))(x, x[:64])
+        cluster_m=np.int32(1), group_m=np.int32(8), split_k=np.int32(1)))(x, x[:64])
   plant(monkeypatch, handler_error)
   a = random_array(rng, (24, 40), BF16)
   with pytest.warns(SelfTestFailure, match=r"restart the process") as record:

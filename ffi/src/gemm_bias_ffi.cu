@@ -135,11 +135,11 @@ ffi::Error gemm_bias_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
                           ffi::AnyBuffer bias, ffi::Result<ffi::AnyBuffer> d,
                           ffi::Result<ffi::AnyBuffer> pre, bool trans_a, bool trans_b,
                           int32_t block_m, int32_t block_n, int32_t cluster_m, int32_t group_m,
-                          int32_t activation) {
+                          int32_t split_k, int32_t activation) {
   GemmProblem pr{};
   ffi::Error verr = jax_sm100::host::validate_gemm_bias(
       kName, a, b, bias, &(*d), &(*pre), trans_a, trans_b,
-      GemmTiling{block_m, block_n, cluster_m, group_m}, activation, &pr);
+      GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, &pr);
   if (verr.failure() || pr.empty()) return verr;
   DeviceInfo dev;
   const std::string err = jax_sm100::host::current_device(&dev);

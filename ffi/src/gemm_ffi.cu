@@ -175,17 +175,17 @@ ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuff
 
 ffi::Error gemm_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                      ffi::Result<ffi::AnyBuffer> d, bool trans_a, bool trans_b, int32_t block_m,
-                     int32_t block_n, int32_t cluster_m, int32_t group_m) {
+                     int32_t block_n, int32_t cluster_m, int32_t group_m, int32_t split_k) {
   return gemm_common("jax_sm100_gemm", stream, a, b, nullptr, &(*d), trans_a, trans_b, 1.0f, 0.0f,
-                     GemmTiling{block_m, block_n, cluster_m, group_m});
+                     GemmTiling{block_m, block_n, cluster_m, group_m, split_k});
 }
 
 ffi::Error gemm_residual_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                               ffi::AnyBuffer c, ffi::Result<ffi::AnyBuffer> d, bool trans_a,
                               bool trans_b, float alpha, float beta, int32_t block_m,
-                              int32_t block_n, int32_t cluster_m, int32_t group_m) {
+                              int32_t block_n, int32_t cluster_m, int32_t group_m, int32_t split_k) {
   return gemm_common("jax_sm100_gemm_residual", stream, a, b, &c, &(*d), trans_a, trans_b, alpha,
-                     beta, GemmTiling{block_m, block_n, cluster_m, group_m});
+                     beta, GemmTiling{block_m, block_n, cluster_m, group_m, split_k});
 }
 
 }  // namespace

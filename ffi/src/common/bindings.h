@@ -37,7 +37,8 @@ auto gemm(B&& b) {
       .template Attr<int32_t>("block_m")
       .template Attr<int32_t>("block_n")
       .template Attr<int32_t>("cluster_m")
-      .template Attr<int32_t>("group_m");
+      .template Attr<int32_t>("group_m")
+      .template Attr<int32_t>("split_k");
 }
 
 /// jax_sm100_gemm_residual: a, b, c -> d = alpha * op(a) @ op(b) + beta * c.
@@ -55,7 +56,8 @@ auto gemm_residual(B&& b) {
       .template Attr<int32_t>("block_m")
       .template Attr<int32_t>("block_n")
       .template Attr<int32_t>("cluster_m")
-      .template Attr<int32_t>("group_m");
+      .template Attr<int32_t>("group_m")
+      .template Attr<int32_t>("split_k");
 }
 
 /// jax_sm100_gemm_bias: a, b, bias -> d, pre.
@@ -73,6 +75,7 @@ auto gemm_bias(B&& b) {
       .template Attr<int32_t>("block_n")
       .template Attr<int32_t>("cluster_m")
       .template Attr<int32_t>("group_m")
+      .template Attr<int32_t>("split_k")
       .template Attr<int32_t>("activation");
 }
 

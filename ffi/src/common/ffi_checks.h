@@ -59,9 +59,28 @@ inline std::string group_m_error(int32_t group_m) {
          std::to_string(group_m) + ")";
 }
 
-/// "" when (block_m, block_n, cluster_m, group_m) is a valid GEMM configuration, else why.
+/// The tilings (block_m, block_n, cluster_m) that also exist as split-K kernels
+/// (split_k > 1: the sm90 kernel of kernels/sm90/gemm_splitk.cuh), and the largest split.
+constexpr int kSplitKTilings[][3] = {{64, 64, 1}, {64, 128, 1}};
+constexpr int kMaxSplitK = 8;
+
+inline std::string split_k_error(int32_t block_m, int32_t block_n, int32_t cluster_m,
+                                 int32_t split_k) {
+  if (split_k < 1 || split_k > kMaxSplitK)
+    return "split_k must be in [1, " + std::to_string(kMaxSplitK) + "] (got " +
+           std::to_string(split_k) + ")";
+  if (split_k == 1) return "";
+  for (const auto& v : kSplitKTilings)
+    if (v[0] == block_m && v[1] == block_n && v[2] == cluster_m) return "";
+  return "split_k > 1 needs one of the split-K tilings (64, 64, 1), (64, 128, 1); got (" +
+         std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
+         std::to_string(cluster_m) + ")";
+}
+
+/// "" when (block_m, block_n, cluster_m, group_m, split_k) is a valid GEMM configuration,
+/// else why.
 inline std::string check_gemm_tiling(int32_t block_m, int32_t block_n, int32_t cluster_m,
-                                     int32_t group_m) {
+                                     int32_t group_m, int32_t split_k) {
   bool found = false;
   for (const auto& v : kGemmTilings)
     found = found || (v[0] == block_m && v[1] == block_n && v[2] == cluster_m);
@@ -74,6 +93,8 @@ inline std::string check_gemm_tiling(int32_t block_m, int32_t block_n, int32_t c
            std::to_string(block_n) + ", " + std::to_string(cluster_m) +
            "); the valid combinations are " + set;
   }
+  const std::string split = split_k_error(block_m, block_n, cluster_m, split_k);
+  if (!split.empty()) return split;
   return group_m_error(group_m);
 }
 

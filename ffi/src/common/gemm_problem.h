@@ -19,12 +19,13 @@ using GemmDtype = ElemType;
 /// Bytes per element.
 inline uint32_t dtype_bytes(GemmDtype t) { return elem_bytes(t); }
 
-/// The kernel choice of one call (FFI attributes block_m, block_n, cluster_m, group_m),
-/// made in Python. The handler checks it against the compiled set before any launch.
+/// The kernel choice of one call (FFI attributes block_m, block_n, cluster_m, group_m,
+/// split_k), made in Python. The handler checks it against the compiled set before any launch.
 struct GemmTiling {
   int block_m = 128, block_n = 256;
   int cluster_m = 1;  ///< CTAs per cluster along M (2: pairs of M tiles share a multicast B tile)
   int group_m = 8;    ///< cluster rows per L2 group of the persistent tile order, in [1, 64]
+  int split_k = 1;    ///< > 1: the split-K kernel, a cluster of split_k CTAs per tile (sm90)
 };
 
 /// One (batched) GEMM call as validated by the handler.
@@ -70,7 +71,8 @@ inline xla::ffi::Error validate_gemm(const char* name, const xla::ffi::AnyBuffer
   using xla::ffi::Error;
   const std::string who = std::string(name) + ": ";
   const std::string tiling_err =
-      check_gemm_tiling(tiling.block_m, tiling.block_n, tiling.cluster_m, tiling.group_m);
+      check_gemm_tiling(tiling.block_m, tiling.block_n, tiling.cluster_m, tiling.group_m,
+                        tiling.split_k);
   if (!tiling_err.empty()) return Error::InvalidArgument(who + tiling_err);
   auto ad = a.dimensions();
   auto bd = b.dimensions();

@@ -58,11 +58,11 @@ void run_batch(const GemmProblem& p, int64_t bi) {
 ffi::Error gemm_bias_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer bias,
                           ffi::Result<ffi::AnyBuffer> d, ffi::Result<ffi::AnyBuffer> pre,
                           bool trans_a, bool trans_b, int32_t block_m, int32_t block_n,
-                          int32_t cluster_m, int32_t group_m, int32_t activation) {
+                          int32_t cluster_m, int32_t group_m, int32_t split_k, int32_t activation) {
   GemmProblem pr{};
   ffi::Error err = jax_sm100::host::validate_gemm_bias(
       "jax_sm100_gemm_bias", a, b, bias, &(*d), &(*pre), trans_a, trans_b,
-      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m}, activation, &pr);
+      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, &pr);
   if (err.failure() || pr.empty()) return err;
   // K == 0 needs no special case: the accumulators stay 0 and the epilogue still runs.
   for (int64_t bi = 0; bi < pr.batch; ++bi) run_batch(pr, bi);

@@ -75,11 +75,11 @@ void fill_without_product(const Problem& p) {
 ffi::Error gemm_common(const char* name, const ffi::AnyBuffer& a, const ffi::AnyBuffer& b,
                        const ffi::AnyBuffer* c, ffi::AnyBuffer* d, bool trans_a, bool trans_b,
                        float alpha, float beta, int32_t block_m, int32_t block_n,
-                       int32_t cluster_m, int32_t group_m) {
+                       int32_t cluster_m, int32_t group_m, int32_t split_k) {
   Problem pr{};
   ffi::Error err = jax_sm100::host::validate_gemm(
       name, a, b, c, d, trans_a, trans_b, alpha, beta,
-      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m}, &pr);
+      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, &pr);
   if (err.failure() || pr.empty()) return err;
   if (pr.k == 0) {
     fill_without_product(pr);
@@ -91,17 +91,17 @@ ffi::Error gemm_common(const char* name, const ffi::AnyBuffer& a, const ffi::Any
 
 ffi::Error gemm_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> d,
                      bool trans_a, bool trans_b, int32_t block_m, int32_t block_n,
-                     int32_t cluster_m, int32_t group_m) {
+                     int32_t cluster_m, int32_t group_m, int32_t split_k) {
   return gemm_common("jax_sm100_gemm", a, b, nullptr, &(*d), trans_a, trans_b, 1.0f, 0.0f,
-                     block_m, block_n, cluster_m, group_m);
+                     block_m, block_n, cluster_m, group_m, split_k);
 }
 
 ffi::Error gemm_residual_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer c,
                               ffi::Result<ffi::AnyBuffer> d, bool trans_a, bool trans_b,
                               float alpha, float beta, int32_t block_m, int32_t block_n,
-                              int32_t cluster_m, int32_t group_m) {
+                              int32_t cluster_m, int32_t group_m, int32_t split_k) {
   return gemm_common("jax_sm100_gemm_residual", a, b, &c, &(*d), trans_a, trans_b, alpha, beta,
-                     block_m, block_n, cluster_m, group_m);
+                     block_m, block_n, cluster_m, group_m, split_k);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ namespace jax_sm100::host {
 namespace ks = jax_sm100::kernels::sm100;
 
 std::string check_sm100_gemm_tiling(const GemmTiling& t) {
+  if (t.split_k != 1)
+    return "the sm100 GEMM has no split-K kernel (split_k must be 1 on sm100; got " +
+           std::to_string(t.split_k) + ")";
   for (const auto& v : kSm100GemmTilings)
     if (v[0] == t.block_m && v[1] == t.block_n && v[2] == t.cluster_m) return "";
   std::string set;

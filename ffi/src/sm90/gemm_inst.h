@@ -16,6 +16,7 @@
 
 #include "jax_sm100/kernels/common/activation.h"
 #include "jax_sm100/kernels/sm90/gemm.cuh"
+#include "jax_sm100/kernels/sm90/gemm_splitk.cuh"
 #include "common/launch.h"
 #include "common/tensor_map.h"
 #include "sm90/gemm_launch.h"
@@ -44,6 +45,10 @@ using Cfg128x128C2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2>;
 using Cfg128x128RC2 = sm90::GemmConfig<128, 128, 5, 4, 2, 2>;
 // The bias/activation kernels: sm90::GemmBiasConfig<plain config, activation>, the plain
 // config's stages and D buffers plus a (NumWG, kWgTileN) f32 bias slice.
+// The split-K kernels (split_k > 1; one kernel per tiling serves the plain, residual and
+// bias/activation epilogues): 96 KB of stages, two CTAs per SM.
+using SplitK64x64 = sm90::SplitKConfig<64, 6>;
+using SplitK64x128 = sm90::SplitKConfig<128, 4>;
 
 template <class X>
 inline CUtensorMapDataType tma_dtype() {
@@ -136,6 +141,61 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   return launch_persistent<sm90::sm90_gemm_kernel<Cfg, T, Out>>(l, stream, p);
 }
 
+/// Launches the split-K kernel of one tiling: one cluster of split_k CTAs per 64 x BN
+/// output tile, each running 1/split_k of the K blocks. Returns "" or an error sentence.
+template <class Cfg, class T, class Out>
+std::string launch_splitk(const GemmProblem& pr, cudaStream_t stream) {
+  sm90::SplitKParams p{};
+  const CUtensorMapDataType in_dt = tma_dtype<T>();
+  const int64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
+  // The boxes of launch_config with 64-row A tiles.
+  std::string err = !pr.trans_a ? encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, 64)
+                                : encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.m, pr.k, ba, 64, 64);
+  if (!err.empty()) return "A: " + err;
+  err = !pr.trans_b ? encode_operand(&p.tma_b, pr.b, in_dt, 2, pr.n, pr.k, bb, 64, 64)
+                    : encode_operand(&p.tma_b, pr.b, in_dt, 2, pr.k, pr.n, bb, 64, Cfg::kBlockN);
+  if (!err.empty()) return "B: " + err;
+  p.c = pr.c;
+  p.d = pr.d;
+  p.pre = pr.pre;
+  p.bias = pr.bias;
+  p.m = (int)pr.m;
+  p.n = (int)pr.n;
+  p.k = (int)pr.k;
+  p.batch = (int)pr.batch;
+  p.a_batched = pr.a_batched;
+  p.b_batched = pr.b_batched;
+  p.c_batched = pr.c_batched;
+  p.trans_a = pr.trans_a;
+  p.trans_b = pr.trans_b;
+  p.alpha = pr.alpha;
+  p.beta = pr.beta;
+  p.activation = pr.activation;
+  p.split = pr.tiling.split_k;
+  const int64_t k_blocks = (pr.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+  p.kb_per_split = (int)((k_blocks + p.split - 1) / p.split);
+  const int64_t m_tiles = (pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int64_t n_tiles = (pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int64_t ctas = m_tiles * n_tiles * pr.batch * p.split;
+  if (ctas > INT32_MAX) return "too many output tiles for one split-K launch";
+  p.m_tiles = (int)m_tiles;
+  p.n_tiles = (int)n_tiles;
+  return launch_clusters<sm90::sm90_gemm_splitk_kernel<Cfg, T, Out>>(
+      p.split, Cfg::kThreads, Cfg::smem_bytes(), static_cast<unsigned>(ctas), stream, p);
+}
+
+/// The split-K kernel of the tiling that pr.tiling names (split_k > 1).
+template <class T, class Out>
+std::string launch_splitk_tiling(const GemmProblem& pr, cudaStream_t stream) {
+  const GemmTiling& t = pr.tiling;
+  if (t.block_m == 64 && t.block_n == 64 && t.cluster_m == 1)
+    return launch_splitk<SplitK64x64, T, Out>(pr, stream);
+  if (t.block_m == 64 && t.block_n == 128 && t.cluster_m == 1)
+    return launch_splitk<SplitK64x128, T, Out>(pr, stream);
+  return "no sm90 split-K kernel for block_m=" + std::to_string(t.block_m) +
+         ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
+}
+
 /// The plain or the residual config of one tiling, as the call has a C operand or not.
 template <class Plain, class Residual, class T, class Out>
 std::string launch_plain_or_residual(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
@@ -203,13 +263,14 @@ std::string sm90_gemm_bias_launch(const GemmProblem& pr, int num_sms, cudaStream
 
 template <class T, class Out>
 std::string sm90_gemm_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
-  if (pr.bias != nullptr || pr.pre != nullptr || pr.activation != 0) {
-    if constexpr (kSm90BiasKernels<T, Out>)
-      return sm90_gemm_bias_launch<T, Out>(pr, num_sms, stream);
-    else
-      return std::string("no sm90 bias/activation kernel for ") + type_name<T>() +
-             " inputs with a " + type_name<Out>() +
-             " output (compiled: bfloat16 -> bfloat16 or float32, float16 -> float16 or float32)";
+  const bool bias_act = pr.bias != nullptr || pr.pre != nullptr || pr.activation != 0;
+  if (bias_act && !kSm90BiasKernels<T, Out>)
+    return std::string("no sm90 bias/activation kernel for ") + type_name<T>() +
+           " inputs with a " + type_name<Out>() +
+           " output (compiled: bfloat16 -> bfloat16 or float32, float16 -> float16 or float32)";
+  if (pr.tiling.split_k > 1) return launch_splitk_tiling<T, Out>(pr, stream);
+  if (bias_act) {
+    if constexpr (kSm90BiasKernels<T, Out>) return sm90_gemm_bias_launch<T, Out>(pr, num_sms, stream);
   }
   return with_tiling(pr.tiling, [&](auto cfgs) {
     using C = decltype(cfgs);

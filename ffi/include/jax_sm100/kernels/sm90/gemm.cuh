@@ -128,6 +128,36 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
   if (k_blocks > 0) release(prev_stage);
 }
 
+/// Issues the TMA loads of one K block (k0) of the (m0, n0) tile into a stage: A whole;
+/// of B this CTA's 1/kCluster share, multicast to the cluster when kCluster > 1.
+template <class Cfg, class T>
+__device__ __forceinline__ void load_ab_block(const CUtensorMap* tma_a, const CUtensorMap* tma_b,
+                                              uint64_t* bar, T* a, T* bt, int k0, int m0, int n0,
+                                              int za, int zb, int trans_a, int trans_b, int rank) {
+  if (!trans_a) {
+    ptx::tma_load_3d(a, tma_a, bar, k0, m0, za);  // (BM, 64) K-major
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::kBlockM / 64; ++i)  // (BM/64, 64 K, 64 M)
+      ptx::tma_load_3d(a + i * 64 * 64, tma_a, bar, m0 + 64 * i, k0, za);
+  }
+  constexpr int kRows = Cfg::kBlockN / Cfg::kCluster;  // B rows (N) per CTA
+  const uint16_t mask = static_cast<uint16_t>((1u << Cfg::kCluster) - 1);
+  if (trans_b) {  // (BN, 64) K-major: boxes of kRows rows
+    T* dst = bt + rank * kRows * 64;
+    if constexpr (Cfg::kCluster == 1) ptx::tma_load_3d(dst, tma_b, bar, k0, n0, zb);
+    else ptx::tma_load_3d_multicast(dst, tma_b, bar, mask, k0, n0 + rank * kRows, zb);
+  } else {  // (BN/64, 64 K, 64 N) N-major: boxes of 64 columns
+#pragma unroll
+    for (int j = rank * (kRows / 64); j < (rank + 1) * (kRows / 64); ++j) {
+      if constexpr (Cfg::kCluster == 1)
+        ptx::tma_load_3d(bt + j * 64 * 64, tma_b, bar, n0 + 64 * j, k0, zb);
+      else
+        ptx::tma_load_3d_multicast(bt + j * 64 * 64, tma_b, bar, mask, n0 + 64 * j, k0, zb);
+    }
+  }
+}
+
 /// The kernel. T: bf16 or fp16 inputs; Out: bf16, fp16 or f32 output (C has Out's type).
 template <class Cfg, class T, class Out>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -195,33 +225,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int kb = 0; kb < k_blocks; ++kb) {
           auto st = producer.acquire_stage();  // waits on empty[stage]
           st.expect_bytes();
-          uint64_t* bar = st.mbar()->ptr();
-          T* a = st.a_tile();
-          T* bt = st.b_tile();
-          const int k0 = kb * Cfg::kBlockK;
-          if (!p.trans_a) {
-            ptx::tma_load_3d(a, &p.tma_a, bar, k0, m0, za);  // (BM, 64) K-major
-          } else {
-#pragma unroll
-            for (int i = 0; i < Cfg::kBlockM / 64; ++i)  // (BM/64, 64 K, 64 M)
-              ptx::tma_load_3d(a + i * 64 * 64, &p.tma_a, bar, m0 + 64 * i, k0, za);
-          }
-          // B: this CTA loads its 1/kCluster share (multicast to the whole cluster).
-          constexpr int kRows = Cfg::kBlockN / Cfg::kCluster;  // B rows (N) per CTA
-          const uint16_t mask = static_cast<uint16_t>((1u << Cfg::kCluster) - 1);
-          if (p.trans_b) {  // (BN, 64) K-major: boxes of kRows rows
-            T* dst = bt + rank * kRows * 64;
-            if constexpr (Cfg::kCluster == 1) ptx::tma_load_3d(dst, &p.tma_b, bar, k0, n0, zb);
-            else ptx::tma_load_3d_multicast(dst, &p.tma_b, bar, mask, k0, n0 + rank * kRows, zb);
-          } else {  // (BN/64, 64 K, 64 N) N-major: boxes of 64 columns
-#pragma unroll
-            for (int j = rank * (kRows / 64); j < (rank + 1) * (kRows / 64); ++j) {
-              if constexpr (Cfg::kCluster == 1)
-                ptx::tma_load_3d(bt + j * 64 * 64, &p.tma_b, bar, n0 + 64 * j, k0, zb);
-              else
-                ptx::tma_load_3d_multicast(bt + j * 64 * 64, &p.tma_b, bar, mask, n0 + 64 * j, k0, zb);
-            }
-          }
+          load_ab_block<Cfg, T>(&p.tma_a, &p.tma_b, st.mbar()->ptr(), st.a_tile(), st.b_tile(),
+                                kb * Cfg::kBlockK, m0, n0, za, zb, p.trans_a, p.trans_b, rank);
           std::move(st).release();
         }
       }
