@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jax_sm100
+from jax_sm100 import _dispatch_table as dt
 from jax_sm100 import tuning
 from jax_sm100.tuning import Fp8Config, GemmConfig
 from conftest import FP8_TILINGS, GEMM_TILINGS
@@ -188,6 +189,9 @@ def test_config_tables_match_the_ffi_contract():
     ((128, 256, 1, 65), r"group_m must be in \[1, 64\]"),
     ((128.0, 256), r"block_m must be an int"),
     ((True, 256), r"block_m must be an int"),
+    ((64, 64, 1, 8, 9), r"split_k must be in \[1, 8\]; got 9"),
+    ((64, 64, 1, 8, 0), r"split_k must be in \[1, 8\]"),
+    ((128, 256, 1, 8, 2), r"split_k > 1 needs a split-K tiling \(\(64, 64, 1\), \(64, 128, 1\)\)"),
 ])
 def test_gemm_config_rejects_what_is_not_compiled(args, match):
   with pytest.raises(ValueError, match=match):
@@ -554,3 +558,53 @@ def test_why_reference_on_blackwell_without_kernels(monkeypatch):
 
 def astuple(cfg):
   return (cfg.block_m, cfg.block_n, cfg.cluster_m, cfg.group_m)
+
+
+# ---------------------------------------------------------------------------
+# Split-K
+# ---------------------------------------------------------------------------
+
+def test_split_k_tilings_match_the_ffi_contract():
+  from conftest import SPLIT_K_TILINGS
+  assert set(tuning.SPLIT_K_TILINGS) == SPLIT_K_TILINGS and tuning.MAX_SPLIT_K == 8
+  assert GemmConfig(64, 128, 1, 8, 4).attributes()["split_k"] == np.int32(4)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1536, 7168), (16, 2048, 7168), (128, 4096, 4096),
+                                   (64, 24576, 1536), (2048, 2048, 2048), (1, 4096, 64)])
+@pytest.mark.parametrize("tile", [(64, 64), (64, 128)])
+def test_split_k_for_fills_two_ctas_per_sm_within_its_bounds(m, n, k, tile):
+  sms = 132
+  s = tuning.split_k_for(m, n, k, 1, *tile, sms)
+  tiles = -(-m // tile[0]) * -(-n // tile[1])
+  assert 1 <= s <= tuning.MAX_SPLIT_K
+  assert s == 1 or s * tiles <= 2 * sms          # the clusters fit two CTAs per SM
+  assert s == 1 or -(-k // 64) // s >= 4         # at least 4 K blocks per slice
+  # the largest such split: one more would break a bound
+  more = s + 1
+  assert (more > tuning.MAX_SPLIT_K or more * tiles > 2 * sms or -(-k // 64) // more < 4)
+
+
+def test_split_candidates_name_and_resolve_per_shape():
+  cands = tuning.gemm_candidates(gpu(132))
+  assert (64, 64, 1, 0) in cands and (64, 128, 1, 0) in cands
+  assert dt.tiling_name((64, 64, 1, 0)) == "64x64c1k" and dt.parse_tiling("64x64c1k") == (64, 64, 1, 0)
+  assert dt.tiling_name((64, 128, 1, 4)) == "64x128c1k4"
+  assert dt.parse_tiling("64x128c1k4") == (64, 128, 1, 4)
+  assert dt.parse_tiling("128x256c2") == (128, 256, 2)
+  cfg = tuning.candidate_config((64, 64, 1, 0), 16, 1536, 7168, device=gpu(132))
+  assert cfg == GemmConfig(64, 64, 1, 8, tuning.split_k_for(16, 1536, 7168, 1, 64, 64, 132))
+  assert cfg.split_k > 1
+  # where splitting does not pay (many tiles), the candidate is the plain tiling
+  assert tuning.candidate_config((64, 64, 1, 0), 4096, 4096, 4096, device=gpu(132)).split_k == 1
+
+
+def test_split_k_override_and_sm100_refusal():
+  with tuning.override(gemm={"block_m": 64, "block_n": 64, "cluster_m": 1, "split_k": 3}):
+    cfg, why = tuning.resolve_gemm(tuning.current(), 16, 1536, 7168, 1, False)
+  assert cfg.split_k == 3 and "override" in why
+  with pytest.raises(ValueError, match=r"split_k must be in \[1, 8\]"):
+    with tuning.override(gemm={"split_k": 12}):
+      pass
+  with pytest.raises(ValueError, match="has no sm100 kernel"):
+    tuning._check_arch_tiling(GemmConfig(64, 64, 1, 8, 2), "sm100", "override(gemm=...)")

@@ -380,7 +380,11 @@ def _fp8(m, n, k, c=None, **attrs):
     (dict(block_m=np.int32(96)), r"no kernel for \(block_m, block_n, cluster_m\) = \(96, 128, 1\)"),
     (dict(cluster_m=np.int32(4)), "the valid combinations are"),
     (dict(group_m=np.int32(0)), r"group_m must be in \[1, 64\]"),
-    (dict(group_m=np.int32(65)), r"group_m must be in \[1, 64\]")])
+    (dict(group_m=np.int32(65)), r"group_m must be in \[1, 64\]"),
+    (dict(split_k=np.int32(9)), r"split_k must be in \[1, 8\] \(got 9\)"),
+    (dict(split_k=np.int32(0)), r"split_k must be in \[1, 8\]"),
+    (dict(split_k=np.int32(2)), r"split_k > 1 needs one of the split-K tilings \(64, 64, 1\), "
+                                r"\(64, 128, 1\); got \(128, 128, 1\)")])
 def test_gemm_rejects_bad_tuning_attributes(attrs, match):
   a, b = jnp.ones((8, 16), BF16), jnp.ones((16, 8), BF16)
   with pytest.raises(Exception, match=match):
@@ -388,6 +392,24 @@ def test_gemm_rejects_bad_tuning_attributes(attrs, match):
   with pytest.raises(Exception, match=match):
     jax.block_until_ready(_gemm(a, b, jnp.ones((8, 8), BF16), alpha=np.float32(1),
                                 beta=np.float32(1), **attrs))
+
+
+@needs_cpu_handlers
+def test_gemm_split_k_attribute_is_accepted_and_changes_nothing_on_cpu():
+  # A split-K configuration is valid on every platform (the CPU handler computes the same
+  # product); the bias target takes the attribute too.
+  rng = np.random.default_rng(7)
+  a = jnp.asarray(rng.standard_normal((24, 200)), BF16)
+  b = jnp.asarray(rng.standard_normal((200, 40)), BF16)
+  split = dict(block_m=np.int32(64), block_n=np.int32(64), split_k=np.int32(8))
+  np.testing.assert_array_equal(np.asarray(_gemm(a, b, **split)), np.asarray(_gemm(a, b)))
+  bias = jnp.asarray(rng.standard_normal((40,)), F32)
+  call = jax.ffi.ffi_call("jax_sm100_gemm_bias", (jax.ShapeDtypeStruct((24, 40), BF16),
+                                                  jax.ShapeDtypeStruct((0,), BF16)))
+  attrs = {**GEMM_ATTRS, "activation": np.int32(1)}
+  d0, _ = call(a, b, bias, **attrs)
+  d1, _ = call(a, b, bias, **{**attrs, **split})
+  np.testing.assert_array_equal(np.asarray(d0), np.asarray(d1))
 
 
 @needs_cpu_handlers
