@@ -369,10 +369,11 @@ def check_cache_setting(value):
 # ---------------------------------------------------------------------------
 
 # The shape classes: bucket bounds of M, N, K and of waves of 128x256 output tiles over
-# the SMs. They separate the regimes measured so far: decode (M <= 16), small M (<= 128),
+# the SMs. They separate the regimes measured so far: decode (M <= 16), small M (<= 64,
+# where the split-K kernel can win on narrow N; <= 128, where reading B twice loses),
 # mid and large M; N up to 2048, to 8192 and wider; short K (<= 3072, little work per tile to hide the epilogue) and long
 # K; fewer tiles than SMs, ragged low wave counts, and many waves.
-DEFAULT_CLASSES = {"M": [16, 128, 2048], "N": [2048, 8192], "K": [3072], "waves": [1, 2, 4],
+DEFAULT_CLASSES = {"M": [16, 64, 128, 2048], "N": [2048, 8192], "K": [3072], "waves": [1, 2, 4],
                    "wave_tile": [128, 256]}
 _TILING_RE = re.compile(r"^(\d+)x(\d+)c(\d+)(k\d*)?$")
 

@@ -26,7 +26,7 @@ import jax_sm100
 from jax_sm100 import _dispatch_table as dt
 from jax_sm100 import tuning
 from jax_sm100.tuning import GemmConfig
-from conftest import GEMM_TILINGS, assert_matmul_close, f64, random_array
+from conftest import GEMM_TILINGS, SPLIT_K_TILINGS, assert_matmul_close, f64, random_array
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,7 +88,10 @@ def test_shipped_table_is_valid_for_h100_and_h200():
       for dtype, entries in by_dtype.items():
         for key, e in entries.items():
           assert e["path"] in ("kernel", "xla"), (kind, op, dtype, key)
-          assert e["tiling"] is None or tuple(e["tiling"]) in GEMM_TILINGS
+          t = e["tiling"]
+          assert t is None or tuple(t[:3]) in GEMM_TILINGS
+          # a fourth entry: split-K (0: split_k_for the shape), on a split-K tiling only
+          assert t is None or len(t) == 3 or (tuple(t[:3]) in SPLIT_K_TILINGS and 0 <= t[3] <= 8)
           # the key is one the classes produce
           assert key.count(",") == 3 and key.split(",")[0].find("M") >= 0
 
@@ -127,6 +130,9 @@ def test_every_shape_class_maps_to_a_valid_path(kind_name, op, dtype):
     assert c.path == want, (m, n, k, batch, key, c)
     if c.config is not None:
       assert (c.config.block_m, c.config.block_n, c.config.cluster_m) in GEMM_TILINGS
+      tiling = entries[key]["tiling"]
+      if len(tiling) > 3:  # split-K: the split the shape gets
+        assert c.config.split_k == tuning.split_k_for(m, n, k, batch, *tiling[:2], SMS)
     assert kind_name in c.why, c.why
   assert set(entries) <= seen          # every measured class is reached by the grid
   n_classes = math.prod(len(cls[d]) + 1 for d in ("M", "N", "K", "waves"))
@@ -134,7 +140,8 @@ def test_every_shape_class_maps_to_a_valid_path(kind_name, op, dtype):
 
 
 @pytest.mark.parametrize("value,label", [
-    (1, "M<=16"), (16, "M<=16"), (17, "16<M<=128"), (128, "16<M<=128"), (129, "128<M<=2048"),
+    (1, "M<=16"), (16, "M<=16"), (17, "16<M<=64"), (64, "16<M<=64"), (65, "64<M<=128"),
+    (128, "64<M<=128"), (129, "128<M<=2048"),
     (2048, "128<M<=2048"), (2049, "M>2048")])
 def test_m_buckets(value, label):
   assert dt.shape_class(value, 256, 256, 1, SMS, dt.DEFAULT_CLASSES).split(",")[0] == label
@@ -216,7 +223,7 @@ def test_the_shipped_entries_come_from_the_published_measurements():
 # ---------------------------------------------------------------------------
 
 XLA_SHAPE = (200, 64, 96)        # M, K, N: class 128<M<=2048, N<=2048, K<=3072: "xla"
-KERNEL_SHAPE = (64, 3080, 2056)  # class 16<M<=128, 2048<N<=8192, K>3072: "kernel"
+KERNEL_SHAPE = (64, 3080, 2056)  # class 16<M<=64, 2048<N<=8192, K>3072: "kernel"
 
 
 def operands(rng, m, k, n, dtype=BF16, batch=()):
@@ -269,8 +276,8 @@ def test_kernel_choice_launches_the_custom_call(kind, rng):
   assert gemm_calls(hlo(jax_sm100.matmul, a, b)) == 1
   (d,) = tuning.explain(jax_sm100.matmul, a, b)
   assert d.path == "kernel" and d.config is not None
-  assert "dispatch table H200 class (16<M<=128, 2048<N<=8192, K>3072, waves<=1" in d.why
-  assert "measured the kernel 1.11x XLA (128x7168x4096, 64x7168x4096)" in d.why
+  assert "dispatch table H200 class (16<M<=64, 2048<N<=8192, K>3072, waves<=1" in d.why
+  assert "measured the kernel 1.08x XLA (64x7168x4096)" in d.why
   # the tiling is the heuristic's where the table has none
   assert d.config == tuning.gemm_config(m, n, k)
   kind.value = "NVIDIA_B200"   # a kind without a table: the kernel, the heuristic
@@ -282,7 +289,7 @@ def test_gradients_dispatch_each_product(kind, rng):
   """dA = g b^T and dB = a^T g are products of their own shapes and classes."""
   loss = lambda a, b: jnp.sum(jax_sm100.matmul(a, b).astype(F32) ** 2)
   # x (4096, 64) @ w (64, 3000): the forward (M>2048, 2048<N<=8192, K<=3072, 3 waves) goes to
-  # XLA; dA = g w^T (4096x64x3000: no entry) and dB = x^T g (64x3000x4096: 16<M<=128,
+  # XLA; dA = g w^T (4096x64x3000: no entry) and dB = x^T g (64x3000x4096: 16<M<=64,
   # 2048<N<=8192, K>3072) stay on the kernel
   x, w = jax.ShapeDtypeStruct((4096, 64), BF16), jax.ShapeDtypeStruct((64, 3000), BF16)
   rep = tuning.explain(jax.grad(loss, (0, 1)), x, w)
