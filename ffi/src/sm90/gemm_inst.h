@@ -68,6 +68,23 @@ inline std::string encode_operand(CUtensorMap* map, const void* base, CUtensorMa
   return encode_tensor_map(map, s);
 }
 
+/// The fields GemmParams and SplitKParams share (sizes, batch flags, layouts, alpha,
+/// beta), from the validated problem (its sizes fit 32 bits: validate_gemm).
+template <class Params>
+void set_problem_fields(Params& p, const GemmProblem& pr) {
+  p.m = (int)pr.m;
+  p.n = (int)pr.n;
+  p.k = (int)pr.k;
+  p.batch = (int)pr.batch;
+  p.a_batched = pr.a_batched;
+  p.b_batched = pr.b_batched;
+  p.c_batched = pr.c_batched;
+  p.trans_a = pr.trans_a;
+  p.trans_b = pr.trans_b;
+  p.alpha = pr.alpha;
+  p.beta = pr.beta;
+}
+
 /// Builds the tensor maps and the tile order, and launches one config. Returns "" or an
 /// error sentence.
 template <class Cfg, class T, class Out>
@@ -106,17 +123,7 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
     err = encode_operand(&p.tma_c, pr.c, out_dt, sizeof(Out), pr.n, pr.m, bc, epi_n, 64);
     if (!err.empty()) return "C: " + err;
   }
-  p.m = (int)pr.m;
-  p.n = (int)pr.n;
-  p.k = (int)pr.k;
-  p.batch = (int)pr.batch;
-  p.a_batched = pr.a_batched;
-  p.b_batched = pr.b_batched;
-  p.c_batched = pr.c_batched;
-  p.trans_a = pr.trans_a;
-  p.trans_b = pr.trans_b;
-  p.alpha = pr.alpha;
-  p.beta = pr.beta;
+  set_problem_fields(p, pr);
   // Work units: cluster tiles (kCluster M tiles x 1 N tile), walked in groups of
   // group_m cluster rows. The kernel indexes them with 31-bit integers.
   const int64_t m_tiles = (pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
@@ -159,17 +166,7 @@ std::string launch_splitk(const GemmProblem& pr, cudaStream_t stream) {
   p.d = pr.d;
   p.pre = pr.pre;
   p.bias = pr.bias;
-  p.m = (int)pr.m;
-  p.n = (int)pr.n;
-  p.k = (int)pr.k;
-  p.batch = (int)pr.batch;
-  p.a_batched = pr.a_batched;
-  p.b_batched = pr.b_batched;
-  p.c_batched = pr.c_batched;
-  p.trans_a = pr.trans_a;
-  p.trans_b = pr.trans_b;
-  p.alpha = pr.alpha;
-  p.beta = pr.beta;
+  set_problem_fields(p, pr);
   p.activation = pr.activation;
   p.split = pr.tiling.split_k;
   const int64_t k_blocks = (pr.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
