@@ -573,16 +573,17 @@ def test_split_k_tilings_match_the_ffi_contract():
 @pytest.mark.parametrize("m,n,k", [(1, 1536, 7168), (16, 2048, 7168), (128, 4096, 4096),
                                    (64, 24576, 1536), (2048, 2048, 2048), (1, 4096, 64)])
 @pytest.mark.parametrize("tile", [(64, 64), (64, 128)])
-def test_split_k_for_fills_two_ctas_per_sm_within_its_bounds(m, n, k, tile):
+def test_split_k_for_fills_the_sms_within_its_bounds(m, n, k, tile):
   sms = 132
+  per_sm = tuning.HEURISTICS["sm90"]["gemm"]["split_k"]["ctas_per_sm"]
   s = tuning.split_k_for(m, n, k, 1, *tile, sms)
   tiles = -(-m // tile[0]) * -(-n // tile[1])
   assert 1 <= s <= tuning.MAX_SPLIT_K
-  assert s == 1 or s * tiles <= 2 * sms          # the clusters fit two CTAs per SM
+  assert s == 1 or s * tiles <= per_sm * sms     # the clusters fit ctas_per_sm CTAs per SM
   assert s == 1 or -(-k // 64) // s >= 4         # at least 4 K blocks per slice
   # the largest such split: one more would break a bound
   more = s + 1
-  assert (more > tuning.MAX_SPLIT_K or more * tiles > 2 * sms or -(-k // 64) // more < 4)
+  assert (more > tuning.MAX_SPLIT_K or more * tiles > per_sm * sms or -(-k // 64) // more < 4)
 
 
 def test_split_candidates_name_and_resolve_per_shape():
