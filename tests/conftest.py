@@ -55,6 +55,25 @@ def _source_tree_module(name: str) -> bool:
   return name in SOURCE_TREE_MODULES or fnmatch.fnmatch(name, "test_sm100_*_emu.py")
 
 
+# Modules whose every test runs or inspects the installed library (the install report,
+# the self-test, the CPU handlers, the sharding children on the CPU handlers, backend
+# detection and registration, the build checks). With the tests that request the
+# `cpu_ffi` fixture (directly, through another fixture, or as `path`'s cpu_ffi variant)
+# they are marked `library`: what the wheel job on the newest jax runs (the source job
+# runs everything else on that same jax).
+LIBRARY_MODULES = frozenset({
+    "test_info.py", "test_selftest.py", "test_cpu_ffi.py", "test_sharding.py",
+    "test_sharding_gspmd.py", "test_sm100_mxfp8_launch.py", "test_sm100_mxfp8_selftest.py",
+    "test_build.py", "test_api_backend.py"})
+
+
+def _library_test(item) -> bool:
+  callspec = getattr(item, "callspec", None)
+  return (item.path.name in LIBRARY_MODULES or
+          "cpu_ffi" in getattr(item, "fixturenames", ()) or
+          (callspec is not None and callspec.params.get("path") == "cpu_ffi"))
+
+
 def _machine_code_test(item) -> bool:
   """Reads the installed library's machine code (cuobjdump): the sm_100a SASS modules'
   extension checks and test_build.py's sm_90a ones. Independent of jax's version, so the
@@ -95,6 +114,8 @@ def pytest_collection_modifyitems(config, items):
     if getattr(item, "callspec", None) is not None and \
         item.callspec.params.get("path") == "reference":
       item.add_marker(pytest.mark.reference_path)
+    if _library_test(item):
+      item.add_marker(pytest.mark.library)
   # Gate on the hardware, not on backend(): on an H100/H200 a build that lost
   # its kernels (backend() == 'reference') must FAIL the GPU tests, not skip them.
   if _sm90_gpu_present():
