@@ -471,7 +471,7 @@ def test_other_bad_input_names_the_argument():
 
 
 # ---------------------------------------------------------------------------
-# The CPU handler's own checks (the CUDA handler shares them: gemm_bias_problem.h)
+# The CPU handler's own checks (the CUDA handler shares them: gemm_bias_validate.h)
 # ---------------------------------------------------------------------------
 
 _ATTRS = dict(trans_a=False, trans_b=False, block_m=np.int32(128), block_n=np.int32(128),

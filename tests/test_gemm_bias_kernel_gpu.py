@@ -172,6 +172,6 @@ def test_pair_without_kernel_fails_clearly():
   a = jnp.ones((64, 64), jnp.bfloat16)
   bias = jnp.zeros((64,), jnp.float32)
   fn = _fn(False, False, "relu", False, (64, 64), jnp.dtype(jnp.float16), (128, 128, 1))
-  # Refused by the handler's validation (common/gemm_bias_problem.h) before any launch.
+  # Refused by the handler's validation (common/gemm_bias_validate.h) before any launch.
   with pytest.raises(Exception, match="output must have the inputs' dtype or float32"):
     jax.block_until_ready(fn(a, a, bias))

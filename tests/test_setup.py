@@ -67,6 +67,45 @@ def test_wheel_is_built_against_the_declared_jax_floor():
     assert f"{name}>={major_minor}" in project["build-system"]["requires"]
 
 
+def _project_includes(path: Path) -> set[Path]:
+  """The project headers `path` includes, transitively (#include "..." resolved against
+  ffi/src and ffi/include, as the build's include path does), plus the names of the
+  includes that resolve to neither (system and third-party headers)."""
+  roots = (REPO / "ffi" / "src", REPO / "ffi" / "include")
+  seen, outside, todo = set(), set(), [path]
+  while todo:
+    p = todo.pop()
+    for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', p.read_text(), re.M):
+      hit = next((r / name for r in (p.parent,) + roots if (r / name).is_file()), None)
+      if hit is None:
+        outside.add(name)
+      elif hit not in seen:
+        seen.add(hit)
+        todo.append(hit)
+  return seen | {Path(n) for n in outside}
+
+
+def test_launch_units_include_no_xla_header():
+  """CI's two builds (the source build against the newest jaxlib, the wheel against the
+  oldest) share a compiler cache (.ci/run): the launch units, which hold every kernel,
+  hit it only while no XLA header reaches them, directly or through a project header.
+  XLA's FFI types stay in the handlers' side (common/ffi_args.h, *_validate.h)."""
+  units = sorted((REPO / "ffi" / "src").glob("sm*/*.cu"))
+  assert len(units) >= 20, units
+  for unit in units:
+    xla = sorted(str(h) for h in _project_includes(unit) if "xla/" in str(h))
+    assert not xla, f"{unit.relative_to(REPO)} includes {xla}"
+  # ... and the check itself finds an XLA include where there is one.
+  assert any("xla/" in str(h) for h in _project_includes(REPO / "ffi" / "src" / "gemm_ffi.cu"))
+
+
+def test_ci_shares_a_compiler_cache_between_its_builds():
+  ci = (REPO / ".ci" / "run").read_text()
+  assert "CMAKE_CUDA_COMPILER_LAUNCHER=ccache" in ci
+  assert ci.index("CCACHE_DIR") < ci.index("bash scripts/test.sh") < ci.index(
+      "bash scripts/build_wheel.sh")
+
+
 def test_license_is_apache_2_and_declared():
   text = (REPO / "LICENSE").read_text()
   assert "Apache License" in text and "Version 2.0, January 2004" in text

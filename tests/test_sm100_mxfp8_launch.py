@@ -135,7 +135,7 @@ def test_disabled_target_takes_the_reference(cpu_ffi, monkeypatch, rng):
 
 
 def test_the_handler_refuses_a_broken_contract(cpu_ffi):
-  # Calls that bypass the op reach the handler's validation (common/mxfp8_problem.h):
+  # Calls that bypass the op reach the handler's validation (common/mxfp8_validate.h):
   # each is refused with a sentence, nothing is computed.
   a = jnp.zeros((8, 64), E4M3)
   sa = jnp.ones((1, 2, 32, 16), E8M0)

@@ -6,7 +6,7 @@
 //
 // jax_sm100_fp8_gemm's operands, layout, requirements and tiling attributes
 // (ffi/src/fp8_ffi.cu) plus the bias and the attribute activation (i32,
-// kernels::Activation); validation in common/fp8_bias_problem.h, shared with the CPU
+// kernels::Activation); validation in common/fp8_bias_validate.h, shared with the CPU
 // handler (cpu/fp8_gemm_cpu.cc).
 //
 // Dispatch: buffers and attributes are validated once, then the device's compute
@@ -27,7 +27,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
-#include "common/fp8_bias_problem.h"
+#include "common/fp8_bias_validate.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"

@@ -39,6 +39,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
+#include "common/fp8_validate.h"
 #include "sm90/fp8_gemm_launch.h"
 #if JAX_SM100_HAS_SM100
 #include "sm100/fp8_gemm_launch.h"
@@ -86,7 +87,7 @@ ffi::Error run_sm100(const std::string& name, const Fp8GemmProblem& o, cudaStrea
 }
 #endif
 
-/// Validation (common/fp8_problem.h) and dispatch shared by both handlers; c is null for
+/// Validation (common/fp8_validate.h) and dispatch shared by both handlers; c is null for
 /// the plain target.
 ffi::Error fp8_gemm_common(const char* name, cudaStream_t stream, ffi::AnyBuffer a,
                            ffi::AnyBuffer a_scale, ffi::AnyBuffer b, ffi::AnyBuffer b_scale,

@@ -8,7 +8,7 @@
 //   bias: float32 (N,), or (0,) for no bias. pre: d's shape and dtype, or (0,) when the
 //   caller does not want it (the primal pass; the backward pass of gelu/silu reads it).
 //   activation: 0 none, 1 relu, 2 gelu_tanh, 3 gelu_erf, 4 silu
-//   (kernels/common/activation.h). Validation: common/gemm_bias_problem.h.
+//   (kernels/common/activation.h). Validation: common/gemm_bias_validate.h.
 //
 // Semantics: z = acc + bias[col] in fp32 (acc: the fp32 accumulation of A @ B);
 // pre = round(z); d = round(act(z)), rounded once to d's dtype. K == 0: z = bias[col].
@@ -32,7 +32,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
-#include "common/gemm_bias_problem.h"
+#include "common/gemm_bias_validate.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "sm100/gemm_launch.h"
 #include "sm90/gemm_launch.h"

@@ -40,6 +40,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
+#include "common/gemm_validate.h"
 #include "sm100/gemm_launch.h"
 #include "sm90/gemm_launch.h"
 #include "targets.h"
@@ -148,7 +149,7 @@ ffi::Error run_sm100(const std::string& name, const GemmProblem& pr, const Devic
 }
 #endif
 
-/// Shared validation (common/gemm_problem.h) + dispatch of both handlers. `c` is null for
+/// Shared validation (common/gemm_validate.h) + dispatch of both handlers. `c` is null for
 /// the plain GEMM.
 ffi::Error gemm_common(const char* name, cudaStream_t stream, const ffi::AnyBuffer& a,
                        const ffi::AnyBuffer& b, const ffi::AnyBuffer* c, ffi::AnyBuffer* d,

@@ -22,7 +22,7 @@
 // launch layer may take a subset per target and says so); anything else is an
 // InvalidArgument error.
 //
-// Dispatch: buffers and attributes are validated once (common/grouped_problem.h), then the
+// Dispatch: buffers and attributes are validated once (common/grouped_validate.h), then the
 // device's compute capability picks the kernels: 9.0 -> ffi/src/sm90/grouped_gemm_launch.h;
 // 10.0 -> ffi/src/sm100/grouped_gemm_launch.h, kgrouped_gemm_launch.h and
 // grouped_fp8_launch.h (where the build holds sm_100a code);
@@ -39,7 +39,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
-#include "common/grouped_problem.h"
+#include "common/grouped_validate.h"
 #include "sm90/grouped_gemm_launch.h"
 #if JAX_SM100_HAS_SM100
 #include "sm100/grouped_fp8_launch.h"

@@ -1,6 +1,6 @@
 // XLA FFI handler of the MXFP8 block-scaled GEMM, "jax_sm100_mxfp8_gemm": the contract
 // (operands, the tiled scale layout, attributes, validation) is in
-// common/mxfp8_problem.h, shared with the CPU handler (cpu/mxfp8_gemm_cpu.cc).
+// common/mxfp8_validate.h, shared with the CPU handler (cpu/mxfp8_gemm_cpu.cc).
 //
 // Dispatch: buffers and attributes are validated once, then the device's compute
 // capability picks the kernel: 10.0 -> ffi/src/sm100/mxfp8_gemm_launch.cu where the build
@@ -19,7 +19,7 @@
 #include "common/bindings.h"
 #include "common/device.h"
 #include "common/ffi_util.h"
-#include "common/mxfp8_problem.h"
+#include "common/mxfp8_validate.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
 #if JAX_SM100_HAS_SM100

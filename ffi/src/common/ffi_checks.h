@@ -1,13 +1,12 @@
-// Validation every handler shares, CUDA or CPU (no CUDA headers here): shapes in
-// messages and the kernel configurations the tuning attributes may name, with one
-// sentence per refusal naming the valid set. A configuration the GPU would refuse is
-// refused on the CPU too.
+// Checks every handler shares, CUDA or CPU, and the launch layer may read: the element
+// types and the kernel configurations the tuning attributes may name, with one sentence
+// per refusal naming the valid set. A configuration the GPU would refuse is refused on the
+// CPU too. No CUDA and no XLA headers here (common/ffi_args.h reads XLA's types), so the
+// launch units, which hold the kernels, compile the same against any jaxlib.
 #pragma once
 
 #include <cstdint>
 #include <string>
-
-#include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {
 
@@ -19,16 +18,6 @@ enum class ElemType { kBF16, kF16, kF32 };
 
 /// Bytes per element.
 inline uint32_t elem_bytes(ElemType t) { return t == ElemType::kF32 ? 4 : 2; }
-
-/// `t` as an ElemType; false when it is none of bf16, f16, f32.
-inline bool to_elem_type(xla::ffi::DataType t, ElemType* out) {
-  switch (t) {
-    case xla::ffi::DataType::BF16: *out = ElemType::kBF16; return true;
-    case xla::ffi::DataType::F16: *out = ElemType::kF16; return true;
-    case xla::ffi::DataType::F32: *out = ElemType::kF32; return true;
-    default: return false;
-  }
-}
 
 /// The bf16/fp16 kernels' (block_m, block_n, cluster_m).
 constexpr int kGemmTilings[][3] = {{128, 256, 1}, {128, 256, 2}, {128, 128, 1},
@@ -46,12 +35,6 @@ constexpr Fp8Form kFp8Forms[] = {{128, 64, 1, false},  {128, 64, 2, false}, {128
 constexpr int kFp8NumForms = sizeof(kFp8Forms) / sizeof(kFp8Forms[0]);
 constexpr int kFp8ResidualForms = 4;
 constexpr int64_t kFp8MaxK = 65536;  // the sm90 kernel's limit, kept on every platform
-
-inline std::string dims_str(xla::ffi::Span<const int64_t> d) {
-  std::string s = "(";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + ")";
-}
 
 inline std::string group_m_error(int32_t group_m) {
   if (group_m >= 1 && group_m <= kMaxGroupM) return "";

@@ -1,12 +1,12 @@
 // Small helpers every CUDA FFI handler shares: CUDA errors as FFI errors (shapes in
-// messages and the configuration checks: common/ffi_checks.h).
+// messages: common/ffi_args.h; the configuration checks: common/ffi_checks.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "common/ffi_checks.h"  // dims_str
+#include "common/ffi_args.h"  // dims_str
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/ffi_checks.h"
+#include "common/ffi_args.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {

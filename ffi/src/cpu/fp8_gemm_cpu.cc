@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/bindings.h"
-#include "common/fp8_bias_problem.h"
-#include "common/fp8_problem.h"
+#include "common/fp8_bias_validate.h"
+#include "common/fp8_validate.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "cpu/numerics.h"
 #include "targets.h"
@@ -77,7 +77,7 @@ void run(const Fp8GemmProblem& p, const float* bias = nullptr, Activation act = 
   }
 }
 
-/// Validation (common/fp8_problem.h, as on the GPU) and computation shared by both
+/// Validation (common/fp8_validate.h, as on the GPU) and computation shared by both
 /// handlers; c is null for the plain target.
 ffi::Error fp8_gemm_common(const char* name, ffi::AnyBuffer a, ffi::AnyBuffer a_scale,
                            ffi::AnyBuffer b, ffi::AnyBuffer b_scale,

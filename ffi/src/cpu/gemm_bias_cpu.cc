@@ -1,5 +1,5 @@
 // CPU (XLA Host platform) handler of "jax_sm100_gemm_bias": the CUDA handler's contract
-// (ffi/src/gemm_bias_ffi.cu; validation in common/gemm_bias_problem.h) computed by plain
+// (ffi/src/gemm_bias_ffi.cu; validation in common/gemm_bias_validate.h) computed by plain
 // loops, for JAX_SM100_BACKEND=cpu_ffi. Correctness, not speed.
 //
 // Numerics (the kernel epilogue's): the products of bf16/f16 values are exact in fp32 and
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/bindings.h"
-#include "common/gemm_bias_problem.h"
+#include "common/gemm_bias_validate.h"
 #include "cpu/numerics.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "targets.h"

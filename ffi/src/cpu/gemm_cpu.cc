@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/bindings.h"
-#include "common/gemm_problem.h"
+#include "common/gemm_validate.h"
 #include "cpu/numerics.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -70,7 +70,7 @@ void fill_without_product(const Problem& p) {
   }
 }
 
-/// Validation (common/gemm_problem.h, as on the GPU) and the computation, shared by both
+/// Validation (common/gemm_validate.h, as on the GPU) and the computation, shared by both
 /// handlers. `c` is null for the plain GEMM.
 ffi::Error gemm_common(const char* name, const ffi::AnyBuffer& a, const ffi::AnyBuffer& b,
                        const ffi::AnyBuffer* c, ffi::AnyBuffer* d, bool trans_a, bool trans_b,

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/bindings.h"
-#include "common/grouped_problem.h"
+#include "common/grouped_validate.h"
 #include "cpu/numerics.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"

@@ -1,6 +1,6 @@
 // CPU (XLA Host platform) handler of "jax_sm100_mxfp8_gemm": the CUDA handler's contract
-// (common/mxfp8_problem.h: operands, the tiled scale layout, attributes, validation and
-// messages) computed by plain loops. Correctness, not speed.
+// (common/mxfp8_problem.h and mxfp8_validate.h: operands, the tiled scale layout,
+// attributes, validation and messages) computed by plain loops. Correctness, not speed.
 //
 //   a (M, K), b (N, K) float8_e4m3fn / float8_e5m2; a_scale, b_scale float8_e8m0fnu in the
 //   tiled layout (kernels/sm100/mx_scale_layout.h) -> d (M, N) bf16 / f16 / f32
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/bindings.h"
-#include "common/mxfp8_problem.h"
+#include "common/mxfp8_validate.h"
 #include "cpu/numerics.h"
 #include "jax_sm100/kernels/sm100/mx_scale_layout.h"
 #include "targets.h"

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/fp8_problem.h"
-#include "common/gemm_bias_problem.h"  // activation_error
+#include "common/fp8_validate.h"
+#include "common/gemm_bias_validate.h"  // activation_error
 #include "jax_sm100/kernels/common/activation.h"
 #include "xla/ffi/api/ffi.h"
 

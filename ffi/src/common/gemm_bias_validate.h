@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/gemm_problem.h"
+#include "common/gemm_validate.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "xla/ffi/api/ffi.h"
 
