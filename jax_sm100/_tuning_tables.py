@@ -26,18 +26,20 @@ HEURISTICS: dict[str, dict[str, Any]] = {
             "split_k": {"ctas_per_sm": 1, "min_k_blocks": 4},
         },
         "fp8": {
-            # 128-row tiles 128 wide, or `narrow_block_n` wide when the 128x128 tiles
-            # would not fill every SM (decode-like shapes).
-            "block_n": 128,
-            "narrow_block_n": 64,
-            # Taller tiles (128-wide tiles only, M > 128, no residual) when their tiles
-            # still fill every SM: 256 rows, or 192 where its predicted tiling efficiency
-            # beats 256's by more than `tall_margin`.
-            "tall_block_m": 256,
-            "alt_block_m": 192,
-            "tall_margin": 1.02,
+            # (block_m, block_n, efficiency guess, efficiency guess when M fits one
+            # 128-row tile). Estimated time of a tile shape = waves * tile area /
+            # efficiency, as the bf16 rule; the lowest wins, the first listed on a tie.
+            # The residual kernel has the 128-row tiles only. Fitted to an H100 run of
+            # benchmarks/bench_fp8_suite.py (every form on 35 shapes, docs/results.md):
+            # the rule's pick is within 3.5% of the fastest form on every shape. 256-row
+            # tiles reuse A and B most; 64-wide tiles are slow on compute-bound shapes
+            # but stream B well when one M tile makes the product memory-bound.
+            "tiles": ((128, 128, 1.00, 1.00), (256, 128, 1.08, 1.08),
+                      (192, 128, 0.93, 0.93), (128, 64, 0.65, 0.85)),
             # Cluster per tile height: a pair along "m" (sharing B) when there are two M
-            # tiles, along "n" (sharing A) when there are two N tiles, or none.
+            # tiles, along "n" (sharing A) when there are two N tiles, or none; only
+            # when the tiles fill every SM (a pair on a partial wave measured 1-12%
+            # slower: 512x512x512, 1024^3, 2048^3).
             "pair": {128: "m", 192: None, 256: "n"},
             "group_m": 8,
         },

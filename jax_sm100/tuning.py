@@ -362,45 +362,30 @@ def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = Fals
   return _gemm_choice(m, n, batch, sm_count(dev), _table(dev, "gemm")[1])[0]
 
 
-def _tile_efficiency(m: int, n: int, bm: int, sms: int) -> float:
-  """Predicted useful fraction of a persistent launch of bm x 128 tiles, one CTA per
-  SM: the last wave's filled share times the rows of M over the rows tiled."""
-  m_tiles = cdiv(m, bm)
-  tiles = m_tiles * cdiv(n, 128)
-  grid = min(tiles, sms)
-  waves = cdiv(tiles, grid)
-  return tiles / (grid * waves) * m / (m_tiles * bm)
-
-
 def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Config, str]:
   if "tiling" in table:  # an architecture whose FP8 kernel has one form (sm100)
     bm, bn, cl, along_n = table["tiling"]
     return (Fp8Config(bm, bn, cl, along_n, table["group_m"]),
             f"{bm}x{bn} tiles, {cl} CTA per cluster: the only form of this architecture's kernel")
-  wide = table["block_n"]
-  if cdiv(m, 128) * cdiv(n, wide) < sms:
-    bn = table["narrow_block_n"]
-    why = f"{bn}-wide tiles: 128x{wide} tiles leave SMs idle"
-  else:
-    bn, why = wide, f"{wide}-wide tiles"
-  bm = 128
-  tall, alt = table["tall_block_m"], table["alt_block_m"]
+  best, best_cost = None, 0.0
+  for bm, bn, eff, eff_one_m_tile in table["tiles"]:
+    if residual and bm != 128:
+      continue
+    e = eff_one_m_tile if m <= 128 else eff
+    tiles = cdiv(m, bm) * cdiv(n, bn)
+    cost = cdiv(tiles, sms) * bm * bn / e
+    if best is None or cost < best_cost:
+      best, best_cost = (bm, bn, e, tiles), cost
+  bm, bn, eff, tiles = best
+  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
+         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff})")
   if residual:
-    why += "; 128 rows (the residual kernel's only height)"
-  elif m <= 128 or bn != wide:
-    why += "; 128 rows"
-  elif cdiv(m, tall) * cdiv(n, wide) < sms:
-    why += f"; 128 rows ({tall}-row tiles would leave SMs idle)"
-  else:
-    e_alt, e_tall = _tile_efficiency(m, n, alt, sms), _tile_efficiency(m, n, tall, sms)
-    bm = alt if e_alt > table["tall_margin"] * e_tall else tall
-    why += (f"; {bm} rows (predicted tiling efficiency {alt}: {e_alt:.3f}, "
-            f"{tall}: {e_tall:.3f})")
+    why += " among the residual kernel's 128-row tiles"
   pair = table["pair"][bm]
-  if pair == "m" and m > bm:
+  if pair == "m" and m > bm and tiles >= sms:
     cluster, along_n = 2, False
     why += "; a pair along M sharing B"
-  elif pair == "n" and n > wide:
+  elif pair == "n" and n > bn and tiles >= sms:
     cluster, along_n = 2, True
     why += "; a pair along N sharing A"
   else:
