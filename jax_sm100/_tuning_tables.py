@@ -23,7 +23,15 @@ HEURISTICS: dict[str, dict[str, Any]] = {
             # up to ctas_per_sm CTAs per SM, each CTA running at least min_k_blocks K
             # blocks of 64. One per SM although two fit (96 KB of stages each): on an
             # H100, 64x128 tiles at 1x4096x7168 ran 24.8 us split 4 ways, 29.1 us 8 ways.
-            "split_k": {"ctas_per_sm": 1, "min_k_blocks": 4},
+            "split_k": {"ctas_per_sm": 1, "min_k_blocks": 4,
+                        # The heuristic takes the split-K kernel (tiles `tiling`, factor
+                        # split_k_for) for products of at most `max_m` rows whose split
+                        # tiles cover at most `max_tile_share` of the SMs and whose K is at
+                        # least `min_k`: the H100 table's measured winners (M 1-64, N <=
+                        # 2048, K > 3072: 1.07-1.24x XLA where the best plain tiling ran at
+                        # 0.79-0.86x). GPUs and classes without a measured entry use it.
+                        "tiling": (64, 128, 1), "max_m": 64, "max_tile_share": 0.125,
+                        "min_k": 3072},
         },
         "fp8": {
             # (block_m, block_n, efficiency guess, efficiency guess when M fits one

@@ -278,9 +278,20 @@ def candidate_config(candidate, m: int, n: int, k: int, batch: int = 1,
 # The default choice
 # ---------------------------------------------------------------------------
 
-def _gemm_choice(m: int, n: int, batch: int, sms: int, table) -> tuple[GemmConfig, str]:
+def _gemm_choice(m: int, n: int, k: int, batch: int, sms: int,
+                 table) -> tuple[GemmConfig, str]:
   if "pair" in table:
     return _gemm_choice_sm100(m, n, batch, sms, table)
+  rule = table["split_k"]
+  if "tiling" in rule and m <= rule["max_m"] and k >= rule["min_k"]:
+    bm, bn, cm = rule["tiling"]
+    tiles = batch * cdiv(m, bm) * cdiv(n, bn)
+    split = split_k_for(m, n, k, batch, bm, bn, sms)
+    if tiles <= rule["max_tile_share"] * sms and split > 1:
+      return (GemmConfig(bm, bn, cm, table["group_m"], split),
+              f"split-K: {tiles} tiles of {bm}x{bn} on {sms} SMs, K = {k} split {split} ways "
+              f"(M <= {rule['max_m']}, K >= {rule['min_k']}, tiles <= "
+              f"{rule['max_tile_share']} x SMs)")
   best, best_cost = None, 0.0
   for bm, bn, eff in table["tiles"]:
     tiles = batch * cdiv(m, bm) * cdiv(n, bn)
@@ -355,11 +366,11 @@ def gemm_config(m: int, n: int, k: int, *, batch: int = 1, residual: bool = Fals
 
   m, n: the kernel's output rows and columns (after the launch layer's 16-byte
   padding; explain() shows them); batch: the output's batch count. The rule is the
-  same with and without the residual epilogue; k does not enter it.
+  same with and without the residual epilogue; k enters only the split-K choice.
   """
-  del k, residual
+  del residual
   dev = _device(device)
-  return _gemm_choice(m, n, batch, sm_count(dev), _table(dev, "gemm")[1])[0]
+  return _gemm_choice(m, n, k, batch, sm_count(dev), _table(dev, "gemm")[1])[0]
 
 
 def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Config, str]:
@@ -569,10 +580,10 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
   64-row tile on sm100) raises ValueError naming the tilings it has. The default is
   the measured dispatch's tiling for the product (settings.gemm_choice) where it has
   one, else the heuristic."""
-  del k, residual
+  del residual
   dev = _device(None)
   arch, table = _table(dev, "gemm")
-  default, why = _gemm_choice(m, n, batch, sm_count(dev), table)
+  default, why = _gemm_choice(m, n, k, batch, sm_count(dev), table)
   measured = settings.gemm_choice if settings else None
   if measured is not None:
     if measured[0] is not None:

@@ -54,6 +54,16 @@ def old_gemm(m, n, batch, sms):
   return (bm, bn, old_choose_cluster(cfg, m, n, batch, sms), 8)
 
 
+def split_rule(m, n, k, batch, sms):
+  """The sm90 heuristic's split-K rule, transcribed from HEURISTICS["sm90"]["gemm"]
+  ["split_k"]'s description: 64x128 tiles, M <= 64, K >= 3072, at most sms/8 tiles; the
+  factor fills one CTA per SM, >= 4 K blocks of 64 each, at most 8. 1: no split."""
+  tiles = batch * -(-m // 64) * -(-n // 128)
+  if m > 64 or k < 3072 or 8 * tiles > sms:
+    return 1
+  return max(1, min(8, sms // tiles, -(-k // 64) // 4))
+
+
 def fp8_rule(m, n, residual, sms):
   """The sm90 FP8 rule, transcribed from its description (HEURISTICS["sm90"]["fp8"]):
   the tile with the fewest waves * area / efficiency, a pair when the tiles fill the SMs."""
@@ -99,10 +109,20 @@ def test_gemm_defaults_equal_the_former_rules(sms):
   shapes += list(zip(_random_sizes(sms, 400), _random_sizes(sms + 1, 400),
                      [1 + v % 5 for v in _random_sizes(sms + 2, 400)]))
   for m, n, batch in shapes:
-    got = tuning.gemm_config(m, n, 4096, batch=batch, device=dev)
+    # K below the split-K rule's minimum: the former rule, with and without a residual.
+    got = tuning.gemm_config(m, n, 2048, batch=batch, device=dev)
     want = old_gemm(m, n, batch, sms)
-    assert (got.block_m, got.block_n, got.cluster_m, got.group_m) == want, (m, n, batch, sms)
+    assert (got.block_m, got.block_n, got.cluster_m, got.group_m, got.split_k) == want + (1,), \
+        (m, n, batch, sms)
     assert tuning.gemm_config(m, n, 64, batch=batch, residual=True, device=dev) == got
+    # A long K: the split-K kernel where its rule says, else the same choice.
+    for k in (3072, 7168):
+      split = split_rule(m, n, k, batch, sms)
+      got_k = tuning.gemm_config(m, n, k, batch=batch, device=dev)
+      if split > 1:
+        assert got_k == GemmConfig(64, 128, 1, 8, split), (m, n, k, batch, sms)
+      else:
+        assert got_k == got, (m, n, k, batch, sms)
 
 
 @pytest.mark.parametrize("sms", SM_COUNTS)
