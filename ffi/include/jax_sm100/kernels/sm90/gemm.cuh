@@ -128,6 +128,24 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
   if (k_blocks > 0) release(prev_stage);
 }
 
+/// consumer_mainloop for the operands' runtime layout: wgmma's transpose flags are
+/// immediates, so one instantiation per layout. wgmma imm-trans: A M-major = trans_a;
+/// B N-major = !trans_b. A constant trans_a / trans_b folds to one instantiation.
+template <class Cfg, class T, class InputPipe>
+__device__ __forceinline__ void consumer_mainloop_for_layout(bool trans_a, bool trans_b,
+                                                             InputPipe& input,
+                                                             float (&acc)[Cfg::kWgTileN / 2],
+                                                             int k_blocks, uint32_t a_off,
+                                                             uint32_t b_off, int lane) {
+  if (trans_a) {
+    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
+  } else {
+    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
+  }
+}
+
 /// Issues the TMA loads of one K block (k0) of the (m0, n0) tile into a stage: A whole;
 /// of B this CTA's 1/kCluster share, multicast to the cluster when kCluster > 1.
 template <class Cfg, class T>
@@ -278,14 +296,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       BiasSlice<Cfg> bias;  // bias kernels: loaded now, used after the main loop
       if constexpr (Cfg::kBiasAct) bias.load(p, nt * Cfg::kBlockN + wn * Cfg::kWgTileN, tid_wg);
 
-      // wgmma imm-trans: A M-major = trans_a; B N-major = !trans_b.
-      if (p.trans_a) {
-        if (p.trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
-        else           consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
-      } else {
-        if (p.trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
-        else           consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
-      }
+      consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
+                                           b_off, lane);
       // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
 
       // ---- epilogue: 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----

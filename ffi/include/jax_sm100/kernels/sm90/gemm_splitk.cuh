@@ -153,13 +153,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2)
 #pragma unroll
     for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
     const int kbs = kb1 - kb0;
-    if (p.trans_a) {
-      if (p.trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, kbs, 0, 0, lane);
-      else           consumer_mainloop<Cfg, T, 1, 1>(input, acc, kbs, 0, 0, lane);
-    } else {
-      if (p.trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, kbs, 0, 0, lane);
-      else           consumer_mainloop<Cfg, T, 0, 1>(input, acc, kbs, 0, 0, lane);
-    }
+    consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, kbs, 0, 0, lane);
     // Partials pair-major (pair q of thread t at q * 128 + t): each reader's 8-byte loads
     // from a peer are then consecutive across a warp.
     auto* part = reinterpret_cast<float2*>(smem);
