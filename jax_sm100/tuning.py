@@ -278,6 +278,21 @@ def candidate_config(candidate, m: int, n: int, k: int, batch: int = 1,
 # The default choice
 # ---------------------------------------------------------------------------
 
+def _cheapest_tile(tiles, m: int, n: int, batch: int, sms: int) -> tuple[tuple, str]:
+  """((block_m, block_n, efficiency, tile count), why) for the entry of `tiles`
+  ((block_m, block_n, efficiency) each) with the fewest estimated waves * tile area /
+  efficiency, the first listed on a tie: the cost model of every architecture's rule."""
+  best, best_cost = None, 0.0
+  for bm, bn, eff in tiles:
+    t = batch * cdiv(m, bm) * cdiv(n, bn)
+    cost = cdiv(t, sms) * bm * bn / eff
+    if best is None or cost < best_cost:
+      best, best_cost = (bm, bn, eff, t), cost
+  bm, bn, eff, t = best
+  return best, (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(t, sms)} "
+                f"wave(s) of {t} tiles on {sms} SMs, efficiency {eff})")
+
+
 def _gemm_choice(m: int, n: int, k: int, batch: int, sms: int,
                  table) -> tuple[GemmConfig, str]:
   if "pair" in table:
@@ -292,22 +307,14 @@ def _gemm_choice(m: int, n: int, k: int, batch: int, sms: int,
               f"split-K: {tiles} tiles of {bm}x{bn} on {sms} SMs, K = {k} split {split} ways "
               f"(M <= {rule['max_m']}, K >= {rule['min_k']}, tiles <= "
               f"{rule['max_tile_share']} x SMs)")
-  best, best_cost = None, 0.0
-  for bm, bn, eff in table["tiles"]:
-    tiles = batch * cdiv(m, bm) * cdiv(n, bn)
-    cost = cdiv(tiles, sms) * bm * bn / eff
-    if best is None or cost < best_cost:
-      best, best_cost = (bm, bn, eff), cost
-  bm, bn, eff = best
+  (bm, bn, _, tiles), why = _cheapest_tile(table["tiles"], m, n, batch, sms)
   rule = table["cluster_m"]
   m_tiles = cdiv(m, bm)
-  tiles = batch * m_tiles * cdiv(n, bn)
   pairs = (bm in rule["block_m"] and m_tiles >= rule["min_m_tiles"]
            and (m_tiles % rule["size"] == 0 or not rule["even_m_tiles"])
            and (tiles > sms or not rule["more_tiles_than_sms"]))
   cluster = rule["size"] if pairs else 1
-  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
-         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff}); cluster {cluster}"
+  why = (f"{why}; cluster {cluster}"
          + (" (M tiles pair up, more tiles than SMs)" if pairs else ""))
   return GemmConfig(bm, bn, cluster, table["group_m"]), why
 
@@ -316,15 +323,7 @@ def _gemm_choice_sm100(m: int, n: int, batch: int, sms: int, table) -> tuple[Gem
   """The sm100 rule (HEURISTICS["sm100"]["gemm"]): the sm90 cost model over the 1-SM
   tiles; a 128x256 choice becomes the 2-SM pair when M has two or more tiles and the
   pairs fill the SMs."""
-  best, best_cost = None, 0.0
-  for tbm, tbn, eff in table["tiles"]:
-    t = batch * cdiv(m, tbm) * cdiv(n, tbn)
-    cost = cdiv(t, sms) * tbm * tbn / eff
-    if best is None or cost < best_cost:
-      best, best_cost = (tbm, tbn, eff, t), cost
-  bm, bn, eff, tiles = best
-  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
-         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff})")
+  (bm, bn, _, _), why = _cheapest_tile(table["tiles"], m, n, batch, sms)
   rule = table["pair"]
   pbm, pbn, pcl = rule["tiling"]
   m_tiles = cdiv(m, pbm)
@@ -378,18 +377,10 @@ def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Con
     bm, bn, cl, along_n = table["tiling"]
     return (Fp8Config(bm, bn, cl, along_n, table["group_m"]),
             f"{bm}x{bn} tiles, {cl} CTA per cluster: the only form of this architecture's kernel")
-  best, best_cost = None, 0.0
-  for bm, bn, eff, eff_one_m_tile in table["tiles"]:
-    if residual and bm != 128:
-      continue
-    e = eff_one_m_tile if m <= 128 else eff
-    tiles = cdiv(m, bm) * cdiv(n, bn)
-    cost = cdiv(tiles, sms) * bm * bn / e
-    if best is None or cost < best_cost:
-      best, best_cost = (bm, bn, e, tiles), cost
-  bm, bn, eff, tiles = best
-  why = (f"{bm}x{bn} tiles: fewest estimated waves*area/efficiency ({cdiv(tiles, sms)} "
-         f"wave(s) of {tiles} tiles on {sms} SMs, efficiency {eff})")
+  candidates = [(bm, bn, eff_one_m_tile if m <= 128 else eff)
+                for bm, bn, eff, eff_one_m_tile in table["tiles"]
+                if not residual or bm == 128]
+  (bm, bn, _, tiles), why = _cheapest_tile(candidates, m, n, 1, sms)
   if residual:
     why += " among the residual kernel's 128-row tiles"
   pair = table["pair"][bm]

@@ -25,6 +25,11 @@ namespace jax_sm100::host {
 
 namespace sm90 = jax_sm100::kernels::sm90;
 
+// The split the handlers accept (common/ffi_checks.h, and tuning.MAX_SPLIT_K in Python,
+// pinned by the CPU tests) is the split the kernel's reduction holds.
+static_assert(sm90::kMaxSplitK == kMaxSplitK,
+              "the handlers' split limit (common/ffi_checks.h) is the split-K kernel's");
+
 // Tile configs: (BLOCK_M, BLOCK_N, input stages, C stages[, consumer warpgroups]). The
 // residual variants trade input stages for a 4-deep C ring (which also stages D) so
 // that everything fits in 227 KB of shared memory. Measured on H200:
