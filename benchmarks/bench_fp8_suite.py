@@ -42,7 +42,10 @@ SQUARES = [(s, s, s) for s in (512, 1024, 2048, 4096, 8192)]
 PROJECTIONS = [(2112, 7168), (7168, 2048), (4096, 7168), (24576, 1536), (7168, 16384),
                (28672, 4096)]
 MS = (16, 64, 128, 512, 4096)
-SUITE = SQUARES + [(m, n, k) for (n, k) in PROJECTIONS for m in MS]
+# fp8_dot's weight-gradient products (dW = x^T dy, K = tokens) at the step shapes of
+# bench_fp8.py.
+WGRAD = [(7168, 2048, 4096), (2048, 7168, 4096)]
+SUITE = SQUARES + [(m, n, k) for (n, k) in PROJECTIONS for m in MS] + WGRAD
 
 
 def is_large(m, n, k):
