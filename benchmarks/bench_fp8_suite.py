@@ -1,6 +1,8 @@
 """The FP8 suite: every compiled FP8 kernel form against cuBLASLt's blockwise FP8 GEMM.
 
-    python benchmarks/bench_fp8_suite.py --out fp8_suite.json [--shapes MxNxK,...] [--rounds 3]
+    python benchmarks/bench_fp8_suite.py --out fp8_suite.json [--plot fp8_suite.png]
+        [--shapes MxNxK,...] [--rounds 3]
+    python benchmarks/bench_fp8_suite.py --from fp8_suite.json --plot fp8_suite.png
 
 For each shape (M x N x K, d = a @ b^T; squares and LLM projection shapes over M in
 {16, 64, 128, 512, 4096}), one process on one GPU, GPU time (the kernels' own durations,
@@ -100,13 +102,47 @@ def run_shape(torch, blk_fn, m, n, k, rounds, log):
   return row
 
 
+def plot(result, path) -> bool:
+  """Bar chart of ours / cuBLASLt per shape (the default choice and the fastest form)."""
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except Exception:  # noqa: BLE001
+    return False
+  rows = result["rows"]
+  labels = ["x".join(map(str, r["shape"])) for r in rows]
+  x = list(range(len(rows)))
+  fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows)), 4.5))
+  ax.bar([i - 0.2 for i in x], [r["default_over_cublas"] for r in rows], 0.4,
+         label="default choice")
+  ax.bar([i + 0.2 for i in x], [r["best_over_cublas"] for r in rows], 0.4,
+         label="fastest form")
+  ax.axhline(1.0, color="k", lw=0.8)
+  ax.set_xticks(x)
+  ax.set_xticklabels(labels, rotation=70, fontsize=7)
+  ax.set_ylabel("cuBLASLt time / ours (GPU time)")
+  ax.set_title(f"FP8 blockwise GEMM against cuBLASLt blockwise, {result['device']}")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  return True
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--out", required=True, help="JSON file for every number")
+  ap.add_argument("--out", default="", help="JSON file for every number (required to measure)")
   ap.add_argument("--shapes", default="", help="MxNxK,... instead of the suite")
   ap.add_argument("--part", default="", help="i/n: the i-th of n slices of the shape list")
   ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--plot", default="", help="PNG of the ratios (with --from: of that JSON)")
+  ap.add_argument("--from", dest="src", default="", help="a JSON this script wrote: plot it")
   args = ap.parse_args(argv)
+  if args.src:
+    with open(args.src) as f:
+      return 0 if plot(json.load(f), args.plot or args.src.replace(".json", ".png")) else 1
+  if not args.out:
+    ap.error("--out is required to measure")
   log = lambda s: print(s, flush=True)  # noqa: E731
   dev = jax.devices()[0]
   log(f"device: {dev.device_kind}  backend(): {jax_sm100.backend()}  jax {jax.__version__}")
@@ -138,11 +174,14 @@ def main(argv=None):
       summary[f"below_1_{name}_default"] = sum(r["default_over_cublas"] < 1 for r in picked)
   for k_, v in summary.items():
     log(f"{k_}: {v:.3f}" if isinstance(v, float) else f"{k_}: {v}")
+  result = {"device": dev.device_kind, "commit": git_commit(), "jax": jax.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "metric": "gpu_us", "torch_blockwise_call": blk_name, "rows": rows,
+            "summary": summary}
   with open(args.out, "w") as f:
-    json.dump({"device": dev.device_kind, "commit": git_commit(), "jax": jax.__version__,
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-               "metric": "gpu_us", "torch_blockwise_call": blk_name, "rows": rows,
-               "summary": summary}, f, indent=1)
+    json.dump(result, f, indent=1)
+  if args.plot:
+    plot(result, args.plot)
   return 0
 
 
