@@ -49,7 +49,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (E4M3, _torch, calc_diff, cdiv, fp8_transposed, geomean,  # noqa: E402
+from common import (E4M3, _torch, bar_chart, calc_diff, cdiv, fp8_transposed, geomean,  # noqa: E402
                     git_commit, gpu_time_jax, gpu_time_torch, n_sets_for,
                     pick_torch_blockwise, quantized_sets, time_jax, time_torch, torch_sets)
 
@@ -315,28 +315,11 @@ def bench_fp8_dot(shapes, reps, log):
 
 
 def plot(rows, path):
-  try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-  except Exception:  # noqa: BLE001
-    return False
   cols = [c for c in ("ours", "ours_kernel", "cublas_block", "cublas_tensor", "xla_bf16", "ours_bf16")
           if any(c in r for r in rows)]
-  labels = ["x".join(map(str, r["shape"])) for r in rows]
-  x = np.arange(len(rows))
-  w = 0.8 / max(len(cols), 1)
-  fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(rows)), 4.5))
-  for i, c in enumerate(cols):
-    ax.bar(x + i * w, [r.get(c, 0) for r in rows], w, label=c)
-  ax.set_xticks(x + w * (len(cols) - 1) / 2)
-  ax.set_xticklabels(labels, rotation=20, fontsize=8)
-  ax.set_ylabel("TFLOP/s")
-  ax.set_title(f"FP8 blockwise GEMM, {jax.devices()[0].device_kind}")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  return True
+  return bar_chart(path, ["x".join(map(str, r["shape"])) for r in rows],
+                   {c: [r.get(c) for r in rows] for c in cols}, ylabel="TFLOP/s",
+                   title=f"FP8 blockwise GEMM, {jax.devices()[0].device_kind}")
 
 
 def main(argv=None):

@@ -30,7 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_suite import gpu_times  # noqa: E402
-from common import (_torch, fp8_transposed, geomean, git_commit, gpu_time_torch,  # noqa: E402
+from common import (_torch, bar_chart, fp8_transposed, geomean, git_commit, gpu_time_torch,  # noqa: E402
                     pick_torch_blockwise, quantized_sets, torch_sets)
 
 import jax  # noqa: E402
@@ -104,29 +104,13 @@ def run_shape(torch, blk_fn, m, n, k, rounds, log):
 
 def plot(result, path) -> bool:
   """Bar chart of ours / cuBLASLt per shape (the default choice and the fastest form)."""
-  try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-  except Exception:  # noqa: BLE001
-    return False
   rows = result["rows"]
-  labels = ["x".join(map(str, r["shape"])) for r in rows]
-  x = list(range(len(rows)))
-  fig, ax = plt.subplots(figsize=(max(8, 0.42 * len(rows)), 4.5))
-  ax.bar([i - 0.2 for i in x], [r["default_over_cublas"] for r in rows], 0.4,
-         label="default choice")
-  ax.bar([i + 0.2 for i in x], [r["best_over_cublas"] for r in rows], 0.4,
-         label="fastest form")
-  ax.axhline(1.0, color="k", lw=0.8)
-  ax.set_xticks(x)
-  ax.set_xticklabels(labels, rotation=70, fontsize=7)
-  ax.set_ylabel("cuBLASLt time / ours (GPU time)")
-  ax.set_title(f"FP8 blockwise GEMM against cuBLASLt blockwise, {result['device']}")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  return True
+  return bar_chart(
+      path, ["x".join(map(str, r["shape"])) for r in rows],
+      {"default choice": [r["default_over_cublas"] for r in rows],
+       "fastest form": [r["best_over_cublas"] for r in rows]},
+      ylabel="cuBLASLt time / ours (GPU time)", hline=1.0, rotation=70, dpi=110, inches_per_label=0.42,
+      title=f"FP8 blockwise GEMM against cuBLASLt blockwise, {result['device']}")
 
 
 def main(argv=None):

@@ -276,3 +276,30 @@ def pick_torch_blockwise(torch, log):
     except Exception as e:  # noqa: BLE001
       log(f"  torch blockwise candidate: {name}: {type(e).__name__}: {str(e)[:160]}")
   return None, None
+
+
+def bar_chart(path, labels, series, *, ylabel, title, hline=None, rotation=20, dpi=120,
+              inches_per_label=1.6):
+  """Grouped bars, one group per label and one bar per entry of `series` ({name: values},
+  missing values drawn as 0), written to `path` as PNG. False when matplotlib is missing."""
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except Exception:  # noqa: BLE001
+    return False
+  x = np.arange(len(labels))
+  w = 0.8 / max(len(series), 1)
+  fig, ax = plt.subplots(figsize=(max(8, inches_per_label * len(labels)), 4.5))
+  for i, (name, values) in enumerate(series.items()):
+    ax.bar(x + i * w, [0 if v is None else v for v in values], w, label=name)
+  if hline is not None:
+    ax.axhline(hline, color="k", lw=0.8)
+  ax.set_xticks(x + w * (len(series) - 1) / 2)
+  ax.set_xticklabels(labels, rotation=rotation, fontsize=7 if rotation > 45 else 8)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=dpi)
+  return True
