@@ -2,8 +2,9 @@
 memory bandwidth a device copy reaches, beside XLA's `jnp.dot`, in one process.
 
 Per shape (M x N x K, B is K x N bf16, read once): GPU time (CUPTI) of XLA's dot, our op as
-dispatched, and our kernel forced onto each split-K tiling at the split the dispatch
-would give it (tuning.split_k_for), over distinct input sets (B never L2-resident).
+dispatched, and our kernel forced onto each candidate tiling (tuning.gemm_candidates; the
+split-K ones at the split the dispatch would give them, tuning.split_k_for), over
+distinct input sets (B never L2-resident).
 Bandwidth = (bytes of A + B + D) / time, as a fraction of a device copy's
 (read + write bytes / time of XLA's elementwise negation of a 1 GiB buffer, the same
 CUPTI measure).
@@ -48,9 +49,9 @@ def run_shape(torch, m, n, k, log):
   off = dict(autotune_cache=False)
   cols = {"xla": (jnp.dot, {}), "dispatched": (jax_sm100.matmul, off)}
   for t in tuning.gemm_candidates():
-    if len(t) > 3:
-      cfg = tuning.candidate_config(t, m, n, k)
-      cols[dt.tiling_name(t) + str(cfg.split_k)] = (jax_sm100.matmul, dict(gemm=cfg, **off))
+    cfg = tuning.candidate_config(t, m, n, k)
+    name = dt.tiling_name(t) + (str(cfg.split_k) if len(t) > 3 else "")
+    cols[name] = (jax_sm100.matmul, dict(gemm=cfg, **off))
   times = {}
   for name, (fn, settings) in cols.items():
     with tuning.override(**settings):

@@ -160,6 +160,14 @@ def test_more_tiles_than_sms(tiling):
   _run(3008, 4104, 264, act="gelu_tanh", tiling=tiling)
 
 
+@pytest.mark.parametrize("tiling", TILINGS, ids=lambda t: "%dx%d_c%d" % t)
+@pytest.mark.parametrize("m", [1, 9, 63])
+def test_a_box_stops_at_m(tiling, m):
+  # One M tile with K-major A: A's box stops at round_up(M, 8) rows (gemm_inst.h,
+  # short_a_rows); d and pre element by element, batched A.
+  _run(m, 392, 264, act="gelu_tanh", batch_a=(2,), tiling=tiling)
+
+
 def test_identities_exact():
   d, pre = _run(264, 392, 136, act="none", tiling=(128, 256, 2))
   assert np.array_equal(np.asarray(d), np.asarray(pre))  # the same staged bytes

@@ -214,6 +214,40 @@ def test_every_config_every_layout(tile, trans_a, trans_b):
   assert _rel_err(d, _ref(a, b, trans_a, trans_b, c, 0.75, -1.25)) <= 1e-2
 
 
+def _row_errors(out, ref):
+  """Per output row: relative error of that row (max over the leading dims)."""
+  out = _f64(out)
+  assert out.shape == ref.shape, (out.shape, ref.shape)
+  assert np.all(np.isfinite(out)), f"{np.sum(~np.isfinite(out))} non-finite outputs"
+  num = np.linalg.norm(out - ref, axis=-1)
+  return np.max(num / np.maximum(np.linalg.norm(ref, axis=-1), 1e-30), axis=tuple(range(num.ndim - 1)))
+
+
+# One M tile holding all of M with K-major A: A's TMA box stops at round_up(M, 8) rows and
+# the stage's transaction bytes shrink with it (gemm.cuh, "Partial tiles"). A wrong byte
+# count hangs or races the consumers; a wrong box reads the wrong rows. Every row is
+# checked on its own, batched A included (the box is per batch entry), after a launch
+# with full tiles of other data has left its values in shared memory.
+@pytest.mark.parametrize("tile", _TILINGS, ids=lambda t: "%dx%d_c%d" % t)
+def test_a_box_stops_at_m_on_one_m_tile(tile):
+  tiling = tile + (8,)
+  bm = tile[0]
+  _run_gemm(3 * bm, 520, 456, False, False, tiling=tiling)  # full A boxes first
+  for m in sorted({1, 7, 9, 33, bm - 1}):
+    rng = _rng()
+    a = _rand((2, m, 456), jnp.bfloat16, rng)
+    b = _rand((456, 520), jnp.bfloat16, rng)
+    c = _rand((m, 520), jnp.bfloat16, rng)
+    d = _gemm_fn(False, False, (2, m, 520), jnp.bfloat16, tiling)(a, b)
+    assert np.max(_row_errors(d, _ref(a, b, False, False))) <= 1e-2, m
+    d = _residual_fn(False, False, 1.0, 0.5, (2, m, 520), jnp.bfloat16, False, tiling)(a, b, c)
+    assert np.max(_row_errors(d, _ref(a, b, False, False, c[None], 1.0, 0.5))) <= 1e-2, m
+    # M-major A keeps the full box (its inner dimension is M).
+    at = _rand((456, m + (-m) % 8), jnp.bfloat16, rng)
+    d = _gemm_fn(True, False, (m + (-m) % 8, 520), jnp.bfloat16, tiling)(at, b)
+    assert np.max(_row_errors(d, _ref(at, b, True, False))) <= 1e-2, m
+
+
 @pytest.mark.parametrize("tile", [(128, 256, 1), (128, 256, 2), (64, 64, 1)],
                          ids=lambda t: "%dx%d_c%d" % t)
 @pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.float16])

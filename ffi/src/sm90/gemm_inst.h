@@ -73,6 +73,15 @@ inline std::string encode_operand(CUtensorMap* map, const void* base, CUtensorMa
   return encode_tensor_map(map, s);
 }
 
+/// Rows of A's TMA box for tiles of block_m rows on clusters of `cluster` CTAs along M:
+/// round_up(M, 8) when one M tile holds all of M, A is K-major and the CTA is alone
+/// (a pair's second CTA lies wholly past M), else block_m. Fewer rows than the tile: the
+/// loads skip TMA's zero fill of rows that only feed output rows >= M.
+inline uint32_t short_a_rows(const GemmProblem& pr, int block_m, int cluster) {
+  if (pr.trans_a || cluster != 1 || pr.m >= block_m) return static_cast<uint32_t>(block_m);
+  return static_cast<uint32_t>((pr.m + 7) / 8 * 8);
+}
+
 /// The fields GemmParams and SplitKParams share (sizes, batch flags, layouts, alpha,
 /// beta), from the validated problem (its sizes fit 32 bits: validate_gemm).
 template <class Params>
@@ -98,9 +107,11 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   const CUtensorMapDataType in_dt = tma_dtype<T>(), out_dt = tma_dtype<Out>();
   const int64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
   std::string err;
-  // A: (M, K) K-major -> box {64 K, BM rows}; (K, M) M-major -> box {64 M, 64 K}.
+  // A: (M, K) K-major -> box {64 K, BM rows}, or {64 K, a_rows} when one M tile holds
+  // all of M (gemm.cuh, "Partial tiles"); (K, M) M-major -> box {64 M, 64 K}.
+  const uint32_t a_rows = short_a_rows(pr, Cfg::kBlockM, Cfg::kCluster);
   if (!pr.trans_a)
-    err = encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, Cfg::kBlockM);
+    err = encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, a_rows);
   else
     err = encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.m, pr.k, ba, 64, 64);
   if (!err.empty()) return "A: " + err;
@@ -129,6 +140,9 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
     if (!err.empty()) return "C: " + err;
   }
   set_problem_fields(p, pr);
+  static_assert(Cfg::kATileBytes + Cfg::kBTileBytes == Cfg::kPayloadBytes / Cfg::kStages,
+                "stage transaction bytes out of step with the payload");
+  p.stage_tx_bytes = a_rows * Cfg::kBlockK * 2 + Cfg::kBTileBytes;
   // Work units: cluster tiles (kCluster M tiles x 1 N tile), walked in groups of
   // group_m cluster rows. The kernel indexes them with 31-bit integers.
   const int64_t m_tiles = (pr.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
@@ -160,8 +174,9 @@ std::string launch_splitk(const GemmProblem& pr, cudaStream_t stream) {
   sm90::SplitKParams p{};
   const CUtensorMapDataType in_dt = tma_dtype<T>();
   const int64_t ba = pr.a_batched ? pr.batch : 1, bb = pr.b_batched ? pr.batch : 1;
-  // The boxes of launch_config with 64-row A tiles.
-  std::string err = !pr.trans_a ? encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, 64)
+  // The boxes of launch_config with 64-row A tiles (A's stopping at M likewise).
+  const uint32_t a_rows = short_a_rows(pr, Cfg::kBlockM, 1);
+  std::string err = !pr.trans_a ? encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.k, pr.m, ba, 64, a_rows)
                                 : encode_operand(&p.tma_a, pr.a, in_dt, 2, pr.m, pr.k, ba, 64, 64);
   if (!err.empty()) return "A: " + err;
   err = !pr.trans_b ? encode_operand(&p.tma_b, pr.b, in_dt, 2, pr.n, pr.k, bb, 64, 64)
@@ -173,6 +188,7 @@ std::string launch_splitk(const GemmProblem& pr, cudaStream_t stream) {
   p.bias = pr.bias;
   set_problem_fields(p, pr);
   p.activation = pr.activation;
+  p.stage_tx_bytes = a_rows * Cfg::kBlockK * 2 + Cfg::kBTileBytes;
   p.split = pr.tiling.split_k;
   const int64_t k_blocks = (pr.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   p.kb_per_split = (int)((k_blocks + p.split - 1) / p.split);

@@ -40,7 +40,11 @@
 // argument, not a compile-time choice) and passes it in GemmParams.
 //
 // Partial tiles: TMA loads zero-fill outside the tensor, TMA stores clip, so any
-// M, N, K >= 0 works (K == 0 gives D = beta*C, or zeros).
+// M, N, K >= 0 works (K == 0 gives D = beta*C, or zeros). When one M tile holds all of
+// M and A is K-major (decode shapes), A's box stops at M (rounded up to 8 rows) instead:
+// TMA's zero fill of the rows past M costs load time in proportion to their number. The
+// tile's rows past the box keep stale shared memory; they feed only output rows >= M,
+// which are never stored. GemmParams::stage_tx_bytes is the stage's transaction size.
 #pragma once
 
 #include <cuda.h>
@@ -242,7 +246,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
         for (int kb = 0; kb < k_blocks; ++kb) {
           auto st = producer.acquire_stage();  // waits on empty[stage]
-          st.expect_bytes();
+          st.expect_bytes(p.stage_tx_bytes);
           load_ab_block<Cfg, T>(&p.tma_a, &p.tma_b, st.mbar()->ptr(), st.a_tile(), st.b_tile(),
                                 kb * Cfg::kBlockK, m0, n0, za, zb, p.trans_a, p.trans_b, rank);
           std::move(st).release();

@@ -29,6 +29,9 @@ struct GemmParams {
   int trans_a, trans_b;                 ///< operand layouts, see the file comment
   float alpha, beta;
   TileOrder order;  ///< tile order over (batch, cluster rows, N tiles), made on the host
+  /// Bytes TMA brings per input stage: the payload's A and B tiles, less the A rows past
+  /// M when A's box stops at M (one M tile, K-major A: see launch_config).
+  uint32_t stage_tx_bytes;
   // Bias/activation kernels only (GemmBiasConfig); after the fields above so that the
   // plain and residual kernels read their parameters at the same offsets as without them.
   const float* bias;   ///< (n,) f32 added to every row, or null (no bias)

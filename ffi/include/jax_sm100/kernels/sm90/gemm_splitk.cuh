@@ -59,6 +59,7 @@ struct SplitKParams {
   int split;         ///< CTAs per cluster = K slices per tile
   int kb_per_split;  ///< K blocks of one slice (the last may be shorter or empty)
   int m_tiles, n_tiles;
+  uint32_t stage_tx_bytes;  ///< as GemmParams::stage_tx_bytes
 };
 
 /// A split-K tile configuration: 64 x BN output tiles, one consumer warpgroup, `Stages`
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2)
       const int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
       for (int kb = kb0; kb < kb1; ++kb) {
         auto st = producer.acquire_stage();
-        st.expect_bytes();
+        st.expect_bytes(p.stage_tx_bytes);
         load_ab_block<Cfg, T>(&p.tma_a, &p.tma_b, st.mbar()->ptr(), st.a_tile(), st.b_tile(),
                               kb * Cfg::kBlockK, mt * Cfg::kBlockM, nt * Cfg::kBlockN, za, zb,
                               p.trans_a, p.trans_b, 0);
