@@ -4,7 +4,8 @@ ours forced, side by side in one process; and the dispatch table made from it.
     python benchmarks/bench_suite.py [--quick] [--ops matmul,matmul_residual]
         [--dtypes bf16,fp16] [--shapes 4096x4096x4096,...] [--repeats 5] [--no-gpu-time]
         [--out suite.json] [--emit-table jax_sm100/_dispatch_data.json]
-    python benchmarks/bench_suite.py --from suite.json[,more.json] --emit-table jax_sm100/_dispatch_data.json
+    python benchmarks/bench_suite.py --from suite.json[,more.json] [--replace-from newer.json,...]
+        --emit-table jax_sm100/_dispatch_data.json
     python benchmarks/bench_suite.py --from-legacy docs/bench_sm90_h200.json --kinds H200,H100 \\
         --emit-table jax_sm100/_dispatch_data.json
 
@@ -263,6 +264,27 @@ def merge_suites(suites, paths):
   return dict(meta=meta, rows=[r for s in suites for r in s["rows"]])
 
 
+def _row_key(r):
+  return (r["op"], r["dtype"], tuple(r["shape"][:3]), r["shape"][3] if len(r["shape"]) > 3 else 1)
+
+
+def supersede(suite, newer, paths):
+  """The suite with every row of a (op, dtype, shape) that `newer` measured replaced by
+  newer's rows: re-measured shapes (after a kernel change) displace the older runs' rows
+  of those shapes only. `newer`: suites of the same GPU kind, read from `paths`."""
+  fresh = merge_suites(newer, paths)
+  if (fresh["meta"]["gpu_kind"], fresh["meta"]["sms"]) != (suite["meta"]["gpu_kind"],
+                                                           suite["meta"]["sms"]):
+    raise SystemExit("--replace-from: suites of a different GPU")
+  keys = {_row_key(r) for r in fresh["rows"]}
+  meta = dict(suite["meta"])
+  names = " + ".join(os.path.relpath(os.path.abspath(p), _REPO) for p in paths)
+  meta["legacy"] = (f"{meta.get('legacy') or 'benchmarks/bench_suite.py'}, the rows of "
+                    f"its shapes in {names} replaced by those")
+  return dict(meta=meta, rows=[r for r in suite["rows"] if _row_key(r) not in keys]
+              + fresh["rows"])
+
+
 def from_legacy(path):
   """The rows of a `python -m jax_sm100.bench` JSON of the older full suite (our default
   configuration against XLA, wall time) in this suite's form: column 'heuristic' for
@@ -366,6 +388,8 @@ def main(argv=None):
   p.add_argument("--from", dest="src", default="", help="suite JSONs (comma-separated) instead "
                  "of running; with --from-legacy too, all their rows together")
   p.add_argument("--from-legacy", default="", help="an older `jax_sm100.bench` full JSON")
+  p.add_argument("--replace-from", default="", help="suite JSONs (comma-separated) whose "
+                 "shapes' rows replace those of --from (shapes re-measured after a change)")
   p.add_argument("--emit-table", default="", help="the dispatch table file to write")
   p.add_argument("--kinds", default="", help="GPU kinds to write (default: the measured one)")
   p.add_argument("--threshold", type=float, default=0.98)
@@ -377,6 +401,9 @@ def main(argv=None):
       suites.append(json.load(f))
   if suites:
     suite = merge_suites(suites, args.src.split(",") if args.src else [])
+    if args.replace_from:
+      paths = args.replace_from.split(",")
+      suite = supersede(suite, [json.load(open(q)) for q in paths], paths)
   else:
     suite = run_suite(args)
     if args.out:
