@@ -1,7 +1,7 @@
 """The bf16/fp16 GEMM suite (issue 31): XLA, ours as dispatched, and every compiled tiling of
 ours forced, side by side in one process; and the dispatch table made from it.
 
-    python benchmarks/bench_suite.py [--quick] [--ops matmul,matmul_residual]
+    python benchmarks/bench_suite.py [--quick] [--ops matmul,matmul_residual,matmul_bias]
         [--dtypes bf16,fp16] [--shapes 4096x4096x4096,...] [--repeats 5] [--no-gpu-time]
         [--out suite.json] [--emit-table jax_sm100/_dispatch_data.json]
     python benchmarks/bench_suite.py --from suite.json[,more.json] [--replace-from newer.json,...]
@@ -11,13 +11,15 @@ ours forced, side by side in one process; and the dispatch table made from it.
 
 Shapes (M x N x K): squares 512, 1000, 1024, 2048, 4096, 8192 and 3000x5000x700; LLM
 projections with M in {1, 16, 64, 128, 512, 4096} and (N, K) in {(7168, 4096),
-(4096, 7168), (2048, 7168), (28672, 4096), (1536, 7168), (24576, 1536)}. Ops: matmul and
-matmul_residual (alpha = beta = 1), in bf16 and fp16. Columns of each row:
+(4096, 7168), (2048, 7168), (28672, 4096), (1536, 7168), (24576, 1536)}. Ops: matmul,
+matmul_residual (alpha = beta = 1) and matmul_bias (bias + gelu: _dispatch_table
+.BIAS_ACTIVATION), in bf16 and fp16. Columns of each row:
 
-  xla         XLA's baseline: jnp.dot(a, b), for the residual jnp.dot(a, b) + c
-  xla_path    the residual forced onto its XLA path (override(dispatch="xla"): the
-              reference formula, fp32 epilogue, one rounding); for matmul that path is
-              the xla column's program, not timed twice
+  xla         XLA's baseline: jnp.dot(a, b), for the residual jnp.dot(a, b) + c, for
+              matmul_bias gelu(jnp.dot(a, b) + bias)
+  xla_path    the residual / matmul_bias forced onto its XLA path (override(dispatch=
+              "xla"): the reference formula, fp32 epilogue, one rounding); for matmul
+              that path is the xla column's program, not timed twice
   dispatched  the op as the package dispatches it (shipped table; no autotune cache)
   128x256c1.. the op forced onto each tiling the device's GEMM kernel is compiled for
 
@@ -61,13 +63,18 @@ SHAPES = SQUARES + [(m, n, k) for m in LLM_M for n, k in LLM_NK]
 QUICK = [(1000, 1000, 1000), (4096, 4096, 4096)] + [
     (m, n, k) for m in (16, 128, 4096) for n, k in ((7168, 4096), (24576, 1536))]
 DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16}
-OPS = ("matmul", "matmul_residual")
+OPS = dt.OPS
 
 
 def _fns(op):
   """(ours, XLA baseline) of one input set."""
   if op == "matmul":
     return jax_sm100.matmul, jnp.dot
+  if op == "matmul_bias":
+    act = dt.BIAS_ACTIVATION
+    assert act == "gelu", act  # the baseline below is XLA's bf16 gelu layer
+    return ((lambda a, b, bias: jax_sm100.matmul_bias(a, b, bias, activation=act)),
+            (lambda a, b, bias: jax.nn.gelu(jnp.dot(a, b) + bias)))
   return (lambda a, b, c: jax_sm100.matmul_residual(a, b, c)), (lambda a, b, c: jnp.dot(a, b) + c)
 
 
@@ -77,6 +84,8 @@ def _sets(op, dtype, m, n, k):
     ops = [bench._normal(k1, (m, k), dtype), bench._normal(k2, (k, n), dtype)]
     if op == "matmul_residual":
       ops.append(bench._normal(k3, (m, n), dtype))
+    elif op == "matmul_bias":
+      ops.append(bench._normal(k3, (n,), dtype))
     return tuple(ops)
   sets = bench.input_sets(m, n, k, make)
   jax.block_until_ready(sets)
@@ -146,7 +155,7 @@ def run_row(op, dname, shape, tilings, repeats, torch, pool, log):
   path, cfg, why = _decision(ours, sets[0], **off)
   heuristic = _name(_decision(ours, sets[0], dispatch="heuristic", **off)[1], shape)
   cols = [("xla", base, {})]
-  if op == "matmul_residual":
+  if op != "matmul":
     cols.append(("xla_path", ours, dict(dispatch="xla", **off)))
   cols += [(dt.tiling_name(t), ours, dict(gemm=tuning.candidate_config(t, m, n, k), **off))
            for t in tilings]
@@ -154,7 +163,7 @@ def run_row(op, dname, shape, tilings, repeats, torch, pool, log):
   # The dispatched program is one of the columns' (the XLA path, or a tiling with the
   # default group_m): its numbers are that column's, not compiled and timed twice.
   if path == "xla":
-    same = "xla_path" if op == "matmul_residual" else "xla"
+    same = "xla_path" if op != "matmul" else "xla"
   elif cfg is not None and cfg == tuning.GemmConfig(cfg.block_m, cfg.block_n, cfg.cluster_m,
                                                    split_k=cfg.split_k):
     same = _name(cfg, shape)

@@ -4,8 +4,10 @@ GEMM's epilogue (FFI target jax_sm100_gemm_bias), its custom_vjp, and its dispat
 Forward: z = a @ b (fp32 accumulation) + bias in fp32; d = act(z) rounded once to the
 output dtype. Paths, decided at trace time per product as for matmul: the kernel (sm90;
 cpu_ffi runs the target's CPU handler), XLA's own dot followed by the same fp32 epilogue
-where the measured dispatch prefers XLA for the product's shape (the plain matmul's
-measurements), and the reference (jnp, the same formula) everywhere else: f32 inputs,
+where the measured dispatch prefers XLA for the product's shape (matmul_bias's own
+entries: that path writes an fp32 product and reads it back, so it loses to the kernel
+where the plain matmul's XLA dot wins), and the reference (jnp, the same formula)
+everywhere else: f32 inputs,
 CPUs. On sm100 the kernel (compiled, SASS-checked, emulated, self-tested on first use,
 never run on hardware here) runs once the gemm_bias family's self-test passed.
 
@@ -49,7 +51,7 @@ def _bias_call(ctx, a, b, bias, name, out_dtype, want_pre):
   target = _launch_bias.TARGET
   choice = None
   if _launch_bias.why_not_kernel(ctx, a, b, out_dtype) is None:
-    choice = _matmul._choice(ctx, "matmul", target, a, b, False, False, out_dtype)
+    choice = _matmul._choice(ctx, OP, target, a, b, False, False, out_dtype)
   if choice is not None and choice.path == "xla":
     _explain.note_xla(target, [x.shape for x in (a, b, bias) if x is not None], choice.why)
     return _activations.reference(a, b, bias, False, False, name, out_dtype, want_pre)

@@ -1,8 +1,9 @@
 """The measured dispatch of the bf16/fp16 GEMM ops: per product, our kernel (and which
 tiling) or XLA's own dot, whichever was measured faster for that shape on this GPU kind.
 
-It serves jax_sm100.matmul, matmul_residual and the dot_general paths that reach them,
-forward and every gradient product alike. The answer for one product (`decide`), the
+It serves jax_sm100.matmul, matmul_residual, matmul_bias and the dot_general paths that
+reach them, forward and every gradient product alike (matmul_bias's gradient products are
+matmul's). The answer for one product (`decide`), the
 first that applies:
 
   1. tuning.override(dispatch="xla" | "kernel" | "heuristic"), or a full GemmConfig in
@@ -16,7 +17,9 @@ first that applies:
 "xla" is the op's reference formula compiled by XLA (the numerics contract of the
 kernel: fp32 accumulation, one rounding): matmul is lax.dot_general with the output
 dtype (XLA's GPU dot accumulates bf16/fp16 in fp32), matmul_residual
-alpha*(a@b) + beta*c in fp32, rounded once. Decided at trace time from static shapes,
+alpha*(a@b) + beta*c in fp32, rounded once, matmul_bias act(a@b + bias) likewise (an fp32
+product written out, then one epilogue pass: dearer than matmul's, so matmul_bias has
+entries of its own, measured with BIAS_ACTIVATION). Decided at trace time from static shapes,
 on the product's shape as the op sees it (a batched `a` with a 2-D `b` is folded into
 M); under jax.jit over a mesh that is the global shape (an "xla" product is then XLA's
 own partitioned dot; a kernel product runs its chosen configuration on every shard).
@@ -37,7 +40,10 @@ from jax_sm100._util import cdiv
 
 DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dispatch_data.json")
 FORMAT = 1
-OPS = ("matmul", "matmul_residual")
+OPS = ("matmul", "matmul_residual", "matmul_bias")
+# The activation matmul_bias is measured with (bench_suite, autotune): its entries hold for
+# every activation (the epilogues differ by a few percent of the kernel's time).
+BIAS_ACTIVATION = "gelu"
 DTYPES = ("bfloat16", "float16")
 DISPATCH_MODES = ("auto", "kernel", "xla", "heuristic")
 # Device kind (substring, first match) -> the table's GPU kind. None: no table of its own
@@ -306,7 +312,7 @@ def _measured(entry, where: str, device, forced: bool, shape, up_to: str = "") -
 
 def decide(settings, op: str, dtype, m: int, n: int, k: int, batch: int = 1,
            device=None) -> Choice:
-  """The dispatch of one bf16/fp16 GEMM product of `op` ('matmul' or 'matmul_residual'):
+  """The dispatch of one bf16/fp16 GEMM product of `op` (one of OPS):
   m x n x k, `batch` products, inputs of `dtype`, under tuning `settings` (see the
   module docstring). Only asked where the kernel can run the product."""
   from jax_sm100 import tuning

@@ -88,9 +88,13 @@ def _op_and_sets(op, dtype, m, n, k, batch):
     b = bench._normal(k2, lead + (k, n), dtype)
     if op == "matmul":
       return a, b
+    if op == "matmul_bias":
+      return a, b, bench._normal(k3, (n,), dtype)
     return a, b, bench._normal(k3, lead + (m, n), dtype)
-  fn = jax_sm100.matmul if op == "matmul" else (
-      lambda a, b, c: jax_sm100.matmul_residual(a, b, c))
+  fn = {"matmul": jax_sm100.matmul,
+        "matmul_residual": lambda a, b, c: jax_sm100.matmul_residual(a, b, c),
+        "matmul_bias": lambda a, b, bias: jax_sm100.matmul_bias(
+            a, b, bias, activation=_dispatch_table.BIAS_ACTIVATION)}[op]
   sets = bench.input_sets(m * batch, n, k, make)
   return fn, sets
 
@@ -135,7 +139,8 @@ def autotune(shapes, *, dtypes=(jnp.bfloat16,), ops=("matmul",), path=None, repe
   winner over the other path, and every "times_us").
 
   shapes: (M, N, K) or (M, N, K, batch) per product; dtypes: bfloat16 and/or float16;
-  ops: "matmul" and/or "matmul_residual"; path: the cache file (default
+  ops: any of "matmul", "matmul_residual", "matmul_bias" (measured with
+  activation _dispatch_table.BIAS_ACTIVATION); path: the cache file (default
   ~/.cache/jax_sm100/autotune-<GPU kind>.json); repeats: timed calls per candidate;
   log: a function taking a line of progress (e.g. print), or None.
 

@@ -1,0 +1,152 @@
+"""Training step of the Flax MLP example (examples/train_mlp.py's model) with fused Dense
+layers against the same model with our plain ops and with XLA's, side by side in one
+process (issue 30's step target: fused >= 1.10x plain, bf16 and FP8).
+
+    python benchmarks/bench_mlp_step.py [--out step.json] [--batch 8192 --d-in 64
+        --hidden 4096 --depth 2] [--kernels]
+
+Variants (hidden layers gelu, the output layer plain Dense):
+  xla         flax.linen.Dense + nn.gelu (XLA's dot)
+  plain       jax_sm100.flax.Dense + nn.gelu (our GEMM, XLA's bias + gelu pass)
+  fused       jax_sm100.flax.DenseAct(activation="gelu") (bias and gelu in the epilogue)
+  fp8_plain   jax_sm100.flax.Fp8Dense + nn.gelu
+  fp8_fused   jax_sm100.flax.Fp8DenseAct(activation="gelu")
+One step: loss and gradients (softmax cross-entropy) and an Adam update, jitted, over
+distinct batches and parameter sets. Wall time (benchmarks/common.time_jax) and GPU time
+(CUPTI, with torch). --kernels adds each variant's GPU time per kernel name (top 12), to
+see which passes a variant adds or removes.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import _torch, cupti_gpu_events, git_commit, gpu_time_jax, time_jax  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+from flax import linen as nn  # noqa: E402
+
+import jax_sm100  # noqa: E402
+from jax_sm100 import flax as jflax  # noqa: E402
+
+BF16 = jnp.bfloat16
+
+
+class MLP(nn.Module):
+  """examples/train_mlp.py's MLP: `depth` hidden gelu layers, then `classes` logits.
+  make(features, activation) builds one layer; activation None: gelu applied after it."""
+  make: object
+  hidden: int
+  depth: int
+  classes: int
+
+  @nn.compact
+  def __call__(self, x):
+    for _ in range(self.depth):
+      layer, fused = self.make(self.hidden, "gelu")
+      x = layer(x) if fused else nn.gelu(layer(x))
+    return self.make(self.classes, None)[0](x).astype(jnp.float32)
+
+
+def _layer(kind):
+  """features, activation -> (layer, activation fused into it)."""
+  plain = {"xla": nn.Dense, "plain": jflax.Dense, "fp8_plain": jflax.Fp8Dense}
+  fused = {"fused": (jflax.DenseAct, jflax.Dense), "fp8_fused": (jflax.Fp8DenseAct, jflax.Fp8Dense)}
+  if kind in plain:
+    return lambda f, act: (plain[kind](f, dtype=BF16), False)
+  act_cls, out_cls = fused[kind]
+  return lambda f, act: ((act_cls(f, dtype=BF16, activation=act), True) if act
+                         else (out_cls(f, dtype=BF16), False))
+
+
+VARIANTS = ("xla", "plain", "fused", "fp8_plain", "fp8_fused")
+
+
+def make_step(kind, args):
+  model = MLP(_layer(kind), args.hidden, args.depth, args.classes)
+  opt = optax.adam(1e-3)
+
+  def loss_fn(params, x, y):
+    return optax.softmax_cross_entropy_with_integer_labels(model.apply(params, x), y).mean()
+
+  def step(params, opt_state, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  def make_set(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+    params = model.init(k1, jnp.zeros((1, args.d_in)))
+    x = jax.random.normal(k2, (args.batch, args.d_in))
+    y = jax.random.randint(k3, (args.batch,), 0, args.classes)
+    return params, opt.init(params), x, y
+
+  return step, make_set
+
+
+def kernel_table(torch, fn, sets, reps=2):
+  many = jax.jit(lambda ss: [fn(*s) for s in ss])
+  events = cupti_gpu_events(torch, lambda: jax.block_until_ready(many(sets)), reps)
+  per = collections.Counter()
+  for e in events:
+    per[e["name"][:90]] += e["dur"] / (reps * len(sets))
+  return dict(per.most_common(12))
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--batch", type=int, default=8192)
+  ap.add_argument("--d-in", type=int, default=64)
+  ap.add_argument("--hidden", type=int, default=4096)
+  ap.add_argument("--depth", type=int, default=2)
+  ap.add_argument("--classes", type=int, default=10)
+  ap.add_argument("--sets", type=int, default=4)
+  ap.add_argument("--reps", type=int, default=5)
+  ap.add_argument("--variants", default=",".join(VARIANTS))
+  ap.add_argument("--kernels", action="store_true", help="GPU time per kernel name")
+  ap.add_argument("--out", default="")
+  args = ap.parse_args()
+  torch, why = _torch()
+  if torch is None:
+    print(f"no GPU time: {why}", flush=True)
+  rec = dict(meta=dict(device=jax.devices()[0].device_kind, backend=jax_sm100.backend(),
+                       jax=jax.__version__, git_commit=git_commit(),
+                       date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                           timespec="seconds"),
+                       config={k: getattr(args, k) for k in ("batch", "d_in", "hidden", "depth",
+                                                             "classes")}),
+             wall_us={}, gpu_us={}, kernels_us={})
+  for kind in args.variants.split(","):
+    step, make_set = make_step(kind, args)
+    sets = [make_set(jax.random.key(i)) for i in range(args.sets)]
+    jax.block_until_ready(sets)
+    rec["wall_us"][kind] = time_jax(step, sets, args.reps) * 1e6
+    if torch is not None:
+      rec["gpu_us"][kind] = gpu_time_jax(torch, step, sets) * 1e6
+      if args.kernels:
+        rec["kernels_us"][kind] = kernel_table(torch, step, sets)
+    print(f"{kind:10s} wall {rec['wall_us'][kind]:9.1f} us  gpu "
+          f"{rec['gpu_us'].get(kind, float('nan')):9.1f} us", flush=True)
+  for a, b in (("plain", "fused"), ("fp8_plain", "fp8_fused"), ("xla", "fused"),
+               ("xla", "fp8_fused")):
+    if a in rec["wall_us"] and b in rec["wall_us"]:
+      g = (rec["gpu_us"][a] / rec["gpu_us"][b]) if b in rec["gpu_us"] else float("nan")
+      print(f"{a} / {b}: wall {rec['wall_us'][a] / rec['wall_us'][b]:.3f}  gpu {g:.3f}")
+  for kind, table in rec["kernels_us"].items():
+    print(f"-- {kind}: GPU us per step by kernel")
+    for name, us in table.items():
+      print(f"   {us:8.1f}  {name}")
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(rec, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
