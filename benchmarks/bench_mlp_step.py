@@ -96,7 +96,7 @@ def kernel_table(torch, fn, sets, reps=2):
   events = cupti_gpu_events(torch, lambda: jax.block_until_ready(many(sets)), reps)
   per = collections.Counter()
   for e in events:
-    per[e["name"][:90]] += e["dur"] / (reps * len(sets))
+    per[e["name"][:200]] += e["dur"] / (reps * len(sets))
   return dict(per.most_common(12))
 
 

@@ -255,8 +255,17 @@ def run_suite(args, log=print):
       for dname in args.dtypes.split(","):
         for shape in shapes:
           rows.append(run_row(op, dname, shape, tilings, args.repeats, torch, pool, log))
+          if args.out:  # every row so far, so that a run cut short keeps what it measured
+            _write(args.out, dict(meta=dict(meta, partial=True), rows=rows))
   meta["seconds"] = round(time.perf_counter() - t0, 1)
   return dict(meta=meta, summary=summarize(rows, log), rows=rows)
+
+
+def _write(path, suite):
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(suite, f, indent=1)
+  os.replace(tmp, path)
 
 
 def merge_suites(suites, paths):
@@ -416,8 +425,7 @@ def main(argv=None):
   else:
     suite = run_suite(args)
     if args.out:
-      with open(args.out, "w") as f:
-        json.dump(suite, f, indent=1)
+      _write(args.out, suite)
   if args.emit_table:
     emit_table(suite, args.emit_table, [k for k in args.kinds.split(",") if k],
                args.threshold, args.metric)
