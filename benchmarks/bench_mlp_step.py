@@ -34,43 +34,26 @@ import optax  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 import jax_sm100  # noqa: E402
-from jax_sm100 import flax as jflax  # noqa: E402
 
-BF16 = jnp.bfloat16
-
-
-class MLP(nn.Module):
-  """examples/train_mlp.py's MLP: `depth` hidden gelu layers, then `classes` logits.
-  make(features, activation) builds one layer; activation None: gelu applied after it."""
-  make: object
-  hidden: int
-  depth: int
-  classes: int
-
-  @nn.compact
-  def __call__(self, x):
-    for _ in range(self.depth):
-      layer, fused = self.make(self.hidden, "gelu")
-      x = layer(x) if fused else nn.gelu(layer(x))
-    return self.make(self.classes, None)[0](x).astype(jnp.float32)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "examples"))
+import train_mlp  # noqa: E402
 
 
-def _layer(kind):
-  """features, activation -> (layer, activation fused into it)."""
-  plain = {"xla": nn.Dense, "plain": jflax.Dense, "fp8_plain": jflax.Fp8Dense}
-  fused = {"fused": (jflax.DenseAct, jflax.Dense), "fp8_fused": (jflax.Fp8DenseAct, jflax.Fp8Dense)}
-  if kind in plain:
-    return lambda f, act: (plain[kind](f, dtype=BF16), False)
-  act_cls, out_cls = fused[kind]
-  return lambda f, act: ((act_cls(f, dtype=BF16, activation=act), True) if act
-                         else (out_cls(f, dtype=BF16), False))
+def make_model(kind, args):
+  """examples/train_mlp.py's model for one variant (XLA's: its MLP with flax's Dense)."""
+  if kind == "xla":
+    return train_mlp.MLP(nn.Dense, args.hidden, args.depth, args.classes)
+  variant = "fp8" if kind.startswith("fp8") else "bf16"
+  return train_mlp.make_model(variant, args.hidden, args.depth, args.classes,
+                              fused=kind.endswith("fused"))
 
 
 VARIANTS = ("xla", "plain", "fused", "fp8_plain", "fp8_fused")
 
 
 def make_step(kind, args):
-  model = MLP(_layer(kind), args.hidden, args.depth, args.classes)
+  model = make_model(kind, args)
   opt = optax.adam(1e-3)
 
   def loss_fn(params, x, y):

@@ -6,6 +6,9 @@ Two variants of the same model:
         sm_90a GPU, the reference path elsewhere);
   fp8:  every Dense layer runs jax_sm100.fp8_dot_general (DeepSeek-style FP8
         blockwise matmuls, forward and backward).
+With --fused the hidden layers are DenseAct / Fp8DenseAct (activation="gelu"): the
+bias add and the gelu run in the GEMM's epilogue (jax_sm100.matmul_bias,
+fp8_dot(bias=, activation=)) instead of in XLA after the layer.
 The task: classify Gaussian inputs by the argmax of a fixed random "teacher"
 MLP (learnable, fresh batches every step). Prints the loss every --log-every
 steps and the backend that ran; exits 1 if a variant's loss did not decrease.
@@ -27,21 +30,35 @@ import optax
 from flax import linen as nn
 
 import jax_sm100
-from jax_sm100.flax import Dense, Fp8Dense
+from jax_sm100.flax import Dense, DenseAct, Fp8Dense, Fp8DenseAct
 
 
 class MLP(nn.Module):
-  """hidden -> gelu -> ... -> classes, with the given Dense layer class."""
+  """hidden -> gelu -> ... -> classes, with the given Dense layer class; with act_dense
+  (a DenseAct-like class) the hidden layers are act_dense(activation="gelu") instead."""
   dense: type
   hidden: int
   depth: int
   classes: int
+  act_dense: type | None = None
 
   @nn.compact
   def __call__(self, x):
     for _ in range(self.depth):
-      x = nn.gelu(self.dense(self.hidden, dtype=jnp.bfloat16)(x))
+      if self.act_dense is not None:
+        x = self.act_dense(self.hidden, dtype=jnp.bfloat16, activation="gelu")(x)
+      else:
+        x = nn.gelu(self.dense(self.hidden, dtype=jnp.bfloat16)(x))
     return self.dense(self.classes, dtype=jnp.bfloat16)(x).astype(jnp.float32)
+
+
+LAYERS = {"bf16": (Dense, DenseAct), "fp8": (Fp8Dense, Fp8DenseAct)}
+
+
+def make_model(variant, hidden, depth, classes, fused=False):
+  """The example's MLP for a variant ('bf16' or 'fp8'), hidden layers fused or not."""
+  dense, act_dense = LAYERS[variant]
+  return MLP(dense, hidden, depth, classes, act_dense if fused else None)
 
 
 def make_teacher(key, d_in, classes):
@@ -52,8 +69,7 @@ def make_teacher(key, d_in, classes):
 
 
 def train(variant, args):
-  dense = {"bf16": Dense, "fp8": Fp8Dense}[variant]
-  model = MLP(dense, args.hidden, args.depth, args.classes)
+  model = make_model(variant, args.hidden, args.depth, args.classes, args.fused)
   key = jax.random.key(args.seed)
   k_teacher, k_init, k_data = jax.random.split(key, 3)
   teacher = make_teacher(k_teacher, args.d_in, args.classes)
@@ -126,6 +142,8 @@ def main(argv=None):
   p.add_argument("--lr", type=float, default=3e-3)
   p.add_argument("--log-every", type=int, default=50)
   p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--fused", action="store_true",
+                 help="hidden layers DenseAct / Fp8DenseAct (bias + gelu in the GEMM epilogue)")
   p.add_argument("--json", help="write the loss curves (and device, backend) to this JSON file")
   p.add_argument("--png", help="plot the loss curves to this PNG file (needs matplotlib)")
   args = p.parse_args(argv)
