@@ -7,6 +7,7 @@ Tolerances come from the numerics contract: z = a @ b accumulated in fp32 (error
 over), then one rounding to the output dtype (u_out |ref|).
 """
 import dataclasses
+import json
 import math
 import pathlib
 
@@ -18,8 +19,10 @@ from jax.test_util import check_grads
 
 import jax_sm100
 from jax_sm100 import _backend, _ffi_registry, _selftest_guard, tuning
+from jax_sm100 import _dispatch_table as dt
 from jax_sm100._launch import bias as launch_bias
 from conftest import UNIT_ROUNDOFF, act64, f64, random_array
+from test_api_dispatch_table import XLA_SHAPE, gemm_calls, hlo, kind, operands, run  # noqa: F401
 
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
 TARGET = "jax_sm100_gemm_bias"
@@ -546,3 +549,39 @@ def test_partitioning_column_parallel_is_local_and_k_is_gathered(cpu_ffi, tmp_pa
   r = subprocess.run([sys.executable, "-c", _SHARDED], env=env, capture_output=True, text=True,
                      timeout=600, cwd=tmp_path)
   assert r.returncode == 0 and "SHARDED-OK" in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
+
+
+# ---------------------------------------------------------------------------
+# Dispatch: matmul_bias's own table entries (the dispatch table tests' cpu_ffi set-up)
+# ---------------------------------------------------------------------------
+
+def test_matmul_bias_is_dispatched_by_its_own_entries(kind, rng, tmp_path, monkeypatch):
+  """matmul_bias asks for op 'matmul_bias': the plain matmul's "xla" does not send it to
+  its dearer XLA path (fp32 product + epilogue pass); its own "xla" entry does; a class
+  without a matmul_bias entry takes the kernel."""
+  a, b = operands(rng, *XLA_SHAPE)                       # matmul: "xla" in the H200 table
+  bias = random_array(rng, (XLA_SHAPE[2],), BF16)
+  f = lambda a, b, bias: jax_sm100.matmul_bias(a, b, bias, activation="gelu")  # noqa: E731
+  bias_calls = lambda text: text.count("custom_call @jax_sm100_gemm_bias(")  # noqa: E731
+  assert gemm_calls(hlo(jax_sm100.matmul, a, b)) == 0
+  assert bias_calls(hlo(f, a, b, bias)) == 1
+  (d,) = tuning.explain(f, a, b, bias)
+  assert d.path == "kernel" and "has no measurement in class" in d.why
+  # a table whose matmul_bias entry for the class says xla
+  m, k, n = XLA_SHAPE
+  key = dt.shape_class(m, n, k, 1, 132, dt.DEFAULT_CLASSES)
+  table = json.loads(open(dt.DATA_FILE).read())
+  table["kinds"]["H200"]["entries"]["matmul_bias"] = {"bfloat16": {key: dict(
+      path="xla", tiling=[128, 128, 1], speedup=1.2, worst=0.8, shapes=["200x96x64"])}}
+  path = tmp_path / "table.json"
+  path.write_text(json.dumps(table))
+  monkeypatch.setattr(dt, "DATA_FILE", str(path))
+  monkeypatch.setattr(dt, "_shipped", {})
+  assert not dt.check_table(table)
+  assert bias_calls(hlo(f, a, b, bias)) == 0
+  (d,) = tuning.explain(f, a, b, bias)
+  assert d.path == "xla" and d.target == "jax_sm100_gemm_bias"
+  got = run(f, a, b, bias)
+  z = f64(a) @ f64(b) + f64(bias)
+  want = np.asarray(jax.nn.gelu(jnp.asarray(z, F32)), np.float64)
+  assert np.max(np.abs(f64(got) - want) / (np.abs(want) + 1.0)) < 2e-2

@@ -279,38 +279,6 @@ def test_residual_xla_path_is_the_reference_formula(kind, rng, monkeypatch):
   assert gemm_calls(hlo(f, a, b, c)) == 1
 
 
-def test_matmul_bias_is_dispatched_by_its_own_entries(kind, rng, tmp_path, monkeypatch):
-  """matmul_bias asks for op 'matmul_bias': the plain matmul's "xla" does not send it to
-  its dearer XLA path (fp32 product + epilogue pass); its own "xla" entry does; a class
-  without a matmul_bias entry takes the kernel."""
-  a, b = operands(rng, *XLA_SHAPE)                       # matmul: "xla" in the H200 table
-  bias = random_array(rng, (XLA_SHAPE[2],), BF16)
-  f = lambda a, b, bias: jax_sm100.matmul_bias(a, b, bias, activation="gelu")  # noqa: E731
-  bias_calls = lambda text: text.count("custom_call @jax_sm100_gemm_bias(")  # noqa: E731
-  assert gemm_calls(hlo(jax_sm100.matmul, a, b)) == 0
-  assert bias_calls(hlo(f, a, b, bias)) == 1
-  (d,) = tuning.explain(f, a, b, bias)
-  assert d.path == "kernel" and "has no measurement in class" in d.why
-  # a table whose matmul_bias entry for the class says xla
-  m, k, n = XLA_SHAPE
-  key = dt.shape_class(m, n, k, 1, 132, dt.DEFAULT_CLASSES)
-  table = json.loads(open(dt.DATA_FILE).read())
-  table["kinds"]["H200"]["entries"]["matmul_bias"] = {"bfloat16": {key: dict(
-      path="xla", tiling=[128, 128, 1], speedup=1.2, worst=0.8, shapes=["200x96x64"])}}
-  path = tmp_path / "table.json"
-  path.write_text(json.dumps(table))
-  monkeypatch.setattr(dt, "DATA_FILE", str(path))
-  monkeypatch.setattr(dt, "_shipped", {})
-  assert not dt.check_table(table)
-  assert bias_calls(hlo(f, a, b, bias)) == 0
-  (d,) = tuning.explain(f, a, b, bias)
-  assert d.path == "xla" and d.target == "jax_sm100_gemm_bias"
-  got = run(f, a, b, bias)
-  z = f64(a) @ f64(b) + f64(bias)
-  want = np.asarray(jax.nn.gelu(jnp.asarray(z, F32)), np.float64)
-  assert np.max(np.abs(f64(got) - want) / (np.abs(want) + 1.0)) < 2e-2
-
-
 def test_kernel_choice_launches_the_custom_call(kind, rng):
   m, k, n = KERNEL_SHAPE
   a, b = jax.ShapeDtypeStruct((m, k), BF16), jax.ShapeDtypeStruct((k, n), BF16)
