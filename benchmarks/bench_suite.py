@@ -52,6 +52,7 @@ import numpy as np  # noqa: E402
 import jax_sm100  # noqa: E402
 from jax_sm100 import _dispatch_table as dt  # noqa: E402
 from jax_sm100 import bench, tuning  # noqa: E402
+from jax_sm100.autotune import _op_and_sets as _autotune_op_and_sets  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUARES = [(512, 512, 512), (1000, 1000, 1000), (1024, 1024, 1024), (2048, 2048, 2048),
@@ -66,30 +67,21 @@ DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16}
 OPS = dt.OPS
 
 
-def _fns(op):
-  """(ours, XLA baseline) of one input set."""
-  if op == "matmul":
-    return jax_sm100.matmul, jnp.dot
-  if op == "matmul_bias":
-    act = dt.BIAS_ACTIVATION
-    assert act == "gelu", act  # the baseline below is XLA's bf16 gelu layer
-    return ((lambda a, b, bias: jax_sm100.matmul_bias(a, b, bias, activation=act)),
-            (lambda a, b, bias: jax.nn.gelu(jnp.dot(a, b) + bias)))
-  return (lambda a, b, c: jax_sm100.matmul_residual(a, b, c)), (lambda a, b, c: jnp.dot(a, b) + c)
+# XLA's baseline program per op (ours and the operand sets: jax_sm100.autotune's, so the
+# suite and a user's autotune time the same calls on the same data).
+XLA_BASELINE = {
+    "matmul": jnp.dot,
+    "matmul_residual": lambda a, b, c: jnp.dot(a, b) + c,
+    "matmul_bias": lambda a, b, bias: jax.nn.gelu(jnp.dot(a, b) + bias),
+}
+assert dt.BIAS_ACTIVATION == "gelu"  # XLA_BASELINE["matmul_bias"] is XLA's bf16 gelu layer
 
 
-def _sets(op, dtype, m, n, k):
-  def make(key):
-    k1, k2, k3 = jax.random.split(key, 3)
-    ops = [bench._normal(k1, (m, k), dtype), bench._normal(k2, (k, n), dtype)]
-    if op == "matmul_residual":
-      ops.append(bench._normal(k3, (m, n), dtype))
-    elif op == "matmul_bias":
-      ops.append(bench._normal(k3, (n,), dtype))
-    return tuple(ops)
-  sets = bench.input_sets(m, n, k, make)
+def _op_and_sets(op, dtype, m, n, k):
+  """(ours, XLA baseline, input sets) of one row."""
+  ours, sets = _autotune_op_and_sets(op, dtype, m, n, k, 1)
   jax.block_until_ready(sets)
-  return sets
+  return ours, XLA_BASELINE[op], sets
 
 
 def _compile(fn, sets, settings):
@@ -149,8 +141,7 @@ def run_row(op, dname, shape, tilings, repeats, torch, pool, log):
   m, n, k = shape
   dtype = DTYPES[dname]
   t0 = time.perf_counter()
-  sets = _sets(op, dtype, m, n, k)
-  ours, base = _fns(op)
+  ours, base, sets = _op_and_sets(op, dtype, m, n, k)
   off = dict(autotune_cache=False)
   path, cfg, why = _decision(ours, sets[0], **off)
   heuristic = _name(_decision(ours, sets[0], dispatch="heuristic", **off)[1], shape)
