@@ -11,7 +11,9 @@ ours forced, side by side in one process; and the dispatch table made from it.
 
 Shapes (M x N x K): squares 512, 1000, 1024, 2048, 4096, 8192 and 3000x5000x700; LLM
 projections with M in {1, 16, 64, 128, 512, 4096} and (N, K) in {(7168, 4096),
-(4096, 7168), (2048, 7168), (28672, 4096), (1536, 7168), (24576, 1536)}. Ops: matmul,
+(4096, 7168), (2048, 7168), (28672, 4096), (1536, 7168), (24576, 1536)}; the narrow
+products of a small MLP (examples/train_mlp.py: a 64-feature input layer, a 10-class
+head and their gradients): 8192x4096x64, 8192x4096x10, 8192x10x4096, 4096x10x8192. Ops: matmul,
 matmul_residual (alpha = beta = 1) and matmul_bias (bias + gelu: _dispatch_table
 .BIAS_ACTIVATION), in bf16 and fp16. Columns of each row:
 
@@ -60,7 +62,10 @@ SQUARES = [(512, 512, 512), (1000, 1000, 1000), (1024, 1024, 1024), (2048, 2048,
 LLM_M = (1, 16, 64, 128, 512, 4096)
 LLM_NK = ((7168, 4096), (4096, 7168), (2048, 7168), (28672, 4096), (1536, 7168),
           (24576, 1536))
-SHAPES = SQUARES + [(m, n, k) for m in LLM_M for n, k in LLM_NK]
+# Classes no square or projection reaches: short K (the input layer, the head's input
+# gradient) and a 10-wide N (the head and its weight gradient).
+NARROW = [(8192, 4096, 64), (8192, 4096, 10), (8192, 10, 4096), (4096, 10, 8192)]
+SHAPES = SQUARES + [(m, n, k) for m in LLM_M for n, k in LLM_NK] + NARROW
 QUICK = [(1000, 1000, 1000), (4096, 4096, 4096)] + [
     (m, n, k) for m in (16, 128, 4096) for n, k in ((7168, 4096), (24576, 1536))]
 DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16}
