@@ -186,29 +186,30 @@ def test_unknown_kinds_take_the_heuristic():
 
 def test_the_shipped_entries_come_from_the_published_measurements():
   """Each GPU kind's table is what --emit-table makes of its published measurements (no
-  entry typed by hand): H200 from docs/bench_sm90_h200.json together with the suite rows
-  of docs/results_raw/suite_example_h200.json (the sharded example's products), H100 from
-  the suite runs in docs/results_raw/suite_h100*.json."""
+  entry typed by hand): H200 from the suite run in docs/results_raw/suite_h200.json (matmul
+  and the residual) and suite_h200_bias.json (matmul_bias) with the sharded example's
+  products (suite_example_h200.json), H100 from the suite runs in
+  docs/results_raw/suite_h100*.json."""
   sys.path.insert(0, os.path.join(REPO, "benchmarks"))
   try:
     import bench_suite
   finally:
     sys.path.pop(0)
-  example = os.path.join(REPO, "docs", "results_raw", "suite_example_h200.json")
-  with open(example) as f:
-    suite = bench_suite.merge_suites(
-        [bench_suite.from_legacy(os.path.join(REPO, "docs", "bench_sm90_h200.json")), json.load(f)],
-        [example])
+  raw = lambda name: os.path.join(REPO, "docs", "results_raw", name)  # noqa: E731
+  load = lambda names: [json.load(open(raw(n))) for n in names]  # noqa: E731
+  h200_runs = ["suite_h200.json", "suite_h200_bias.json", "suite_example_h200.json"]
+  suite = bench_suite.merge_suites(load(h200_runs), [raw(n) for n in h200_runs])
   kt = table()["kinds"]["H200"]
+  assert kt["measured_on"] == "H200"
   assert kt["source"].startswith(suite["meta"]["legacy"] + " on NVIDIA H200")
   assert dt.build_entries(suite["rows"], sms=132, classes=table()["classes"],
                           threshold=kt["threshold"]) == kt["entries"]
+  assert {(op, d) for op in kt["entries"] for d in kt["entries"][op]} == {
+      (op, d) for op in dt.OPS for d in dt.DTYPES}
   # H100: three runs (every class holds in all of them), the small-M shapes re-measured
   # in three more after the kernel's A box changed (those rows replace the older ones).
-  raw = lambda name: os.path.join(REPO, "docs", "results_raw", name)  # noqa: E731
   older = ["suite_h100.json", "suite_h100_bf16_2.json", "suite_h100_all.json"]
   newer = [f"suite_h100_smallm_{i}.json" for i in (1, 2, 3)]
-  load = lambda names: [json.load(open(raw(n))) for n in names]  # noqa: E731
   h100 = bench_suite.supersede(bench_suite.merge_suites(load(older), [raw(n) for n in older]),
                                load(newer), [raw(n) for n in newer])
   assert {tuple(r["shape"][:3]) for r in load(newer)[0]["rows"]} == {
@@ -218,13 +219,13 @@ def test_the_shipped_entries_come_from_the_published_measurements():
   assert k100["source"].startswith(h100["meta"]["legacy"] + " on NVIDIA H100")
   assert dt.build_entries(h100["rows"], sms=132, classes=table()["classes"],
                           threshold=k100["threshold"]) == k100["entries"]
-  # the regimes docs/results.md names: decode and 1000^3 go to XLA, M = 64..128 keeps
-  # the kernel, and no residual entry (its baseline there was not the op's XLA path)
+  # the regimes docs/results.md names (H200): 1000^3 and the small MLP's narrow products
+  # go to XLA, the large squares keep the kernel
   h200 = gpu()
-  for shape, want in [((16, 7168, 4096), "xla"), ((1000, 1000, 1000), "xla"),
-                      ((128, 7168, 4096), "kernel"), ((8192, 8192, 8192), "kernel")]:
+  for shape, want in [((1000, 1000, 1000), "xla"), ((8192, 4096, 64), "xla"),
+                      ((8192, 10, 4096), "xla"), ((4096, 10, 8192), "xla"),
+                      ((4096, 4096, 4096), "kernel"), ((8192, 8192, 8192), "kernel")]:
     assert dt.decide(tuning.Settings(), "matmul", BF16, *shape, device=h200).path == want
-  assert "matmul_residual" not in kt["entries"]
 
 
 # ---------------------------------------------------------------------------
