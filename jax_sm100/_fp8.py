@@ -215,10 +215,11 @@ _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 # ---------------------------------------------------------------------------
 # fp8_dot with the bias and activation fused into the FP8 kernel's epilogue
 # (jax_sm100_fp8_gemm_bias: sm90, sm100 after its self-test, cpu_ffi). Forward: d =
-# act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation, as
-# matmul_bias (jax_sm100/_bias.py): gelu/silu fuse the bias only and write z (bf16),
-# XLA applies the activation and z is saved; relu saves d; then dz = g * act'(z) in fp32,
-# the bias gradient its fp32 sum over rows, and dz (g's dtype) feeds the FP8 backward.
+# act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation gelu/silu
+# fuse the bias only and write z (bf16; this kernel has no epilogue writing both d and
+# z), XLA applies the activation and z is saved; relu saves d; then, as matmul_bias
+# (jax_sm100/_bias.py), dz = g * act'(z) in fp32 rounded to g's dtype and written once,
+# the bias gradient the fp32 sum of that dz over rows, and dz feeds the FP8 backward.
 # ---------------------------------------------------------------------------
 
 def _fused_forward(ctx, plan, name, x2, w, bias, for_grad: bool):
@@ -254,11 +255,12 @@ def _fp8_dot_fused_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x
 def _fp8_dot_fused_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, res, g):
   fp8_res, saved = res
   if name == "none":
-    dz32, dz = g.astype(jnp.float32), g
+    dz = g
   else:
-    dz32 = g.astype(jnp.float32) * _activations.derivative(name, saved)
-    dz = dz32.astype(g.dtype)
-  dbias = jnp.sum(dz32, axis=0) if has_bias else jnp.zeros((0,), jnp.float32)
+    dz = (g.astype(jnp.float32) * _activations.derivative(name, saved)).astype(g.dtype)
+    if has_bias:  # written once, read by the reduction (as in _bias's backward)
+      dz = jax.lax.optimization_barrier(dz)
+  dbias = jnp.sum(dz.astype(jnp.float32), axis=0) if has_bias else jnp.zeros((0,), jnp.float32)
   dx, dw = _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, fp8_res, dz)
   return dx, dw, dbias
 
@@ -291,7 +293,7 @@ def fp8_dot(x, w, *, bias=None, activation=None, out_dtype=None):
   out_dtype as without them, then z = y + bias and act(z) are evaluated in float32 and
   rounded once more (one XLA elementwise pass after the GEMM). Under differentiation
   g * act'(z) is the product's cotangent (rounded to out_dtype) and the bias gradient is
-  its float32 sum over rows.
+  the float32 sum of that rounded cotangent over rows.
   """
   op = "fp8_dot"
   x = _checks.as_array(op, "x", x)
