@@ -536,6 +536,22 @@ for sx, sw, sb, want in [(P("data", None), P(None, "model"), P("model"), set()),
   got = set(re.findall(r"(all-gather|all-reduce|reduce-scatter|all-to-all)(?:-start)?\(", text))
   assert got == want and "jax_sm100_gemm_bias" in text, (sx, sw, got)
   np.testing.assert_array_equal(np.asarray(f(*args).astype(jnp.float32)), ref)
+# The gradient under column parallelism: the forward launch writes z beside d (gelu's
+# backward input), both sharded as the output; the backward needs all-reduces only (the
+# sums over the sharded M and N), never a gathered operand.
+g = jax.jit(jax.grad(lambda x, w, c: jnp.sum(
+    jax_sm100.matmul_bias(x, w, c, activation="gelu").astype(jnp.float32) ** 2), (0, 1, 2)))
+gref = [np.asarray(v.astype(jnp.float32), np.float64) for v in g(x, w, bias)]
+args = [jax.device_put(v, NamedSharding(mesh, s))
+        for v, s in ((x, P("data", None)), (w, P(None, "model")), (bias, P("model")))]
+text = g.lower(*args).compile().as_text()
+got = set(re.findall(r"(all-gather|all-reduce|reduce-scatter|all-to-all)(?:-start)?\(", text))
+assert got == {"all-reduce"} and "jax_sm100_gemm_bias" in text, got
+pre = [l for l in text.splitlines() if 'custom_call_target="jax_sm100_gemm_bias"' in l]
+assert len(pre) == 1 and pre[0].count("bf16[32,32]") >= 2, pre  # d and z, one shard each
+for gs, gr in zip(g(*args), gref):
+  gs = np.asarray(gs.astype(jnp.float32), np.float64)
+  assert np.max(np.abs(gs - gr)) <= 2.0**-6 * np.max(np.abs(gr)), np.max(np.abs(gs - gr))
 print("SHARDED-OK")
 '''
 
@@ -543,7 +559,8 @@ print("SHARDED-OK")
 def test_partitioning_column_parallel_is_local_and_k_is_gathered(cpu_ffi, tmp_path):
   # Column parallel (N sharded, the bias with it): local launches, no collective. K sharded:
   # act() of a partial sum is not the partial act(), so the operands are gathered (no
-  # all-reduce) and the result equals the unsharded one bit for bit.
+  # all-reduce) and the result equals the unsharded one bit for bit. The gradient under
+  # column parallelism: all-reduces only.
   import os
   import subprocess
   import sys
