@@ -3,7 +3,7 @@ layers against the same model with our plain ops and with XLA's, side by side in
 process (issue 30's step target: fused >= 1.10x plain, bf16 and FP8).
 
     python benchmarks/bench_mlp_step.py [--out step.json] [--batch 8192 --d-in 64
-        --hidden 4096 --depth 2] [--kernels]
+        --hidden 4096 --depth 2] [--kernels [--hlo DIR]]
 
 Variants (hidden layers gelu, the output layer plain Dense):
   xla         flax.linen.Dense + nn.gelu (XLA's dot)
@@ -13,8 +13,9 @@ Variants (hidden layers gelu, the output layer plain Dense):
   fp8_fused   jax_sm100.flax.Fp8DenseAct(activation="gelu")
 One step: loss and gradients (softmax cross-entropy) and an Adam update, jitted, over
 distinct batches and parameter sets. Wall time (benchmarks/common.time_jax) and GPU time
-(CUPTI, with torch). --kernels adds each variant's GPU time per kernel name (top 12), to
-see which passes a variant adds or removes.
+(CUPTI, with torch). --kernels adds each variant's GPU time per kernel name (top 25, one
+step), to see which passes a variant adds or removes; --hlo DIR writes the compiled step
+whose fusion names those kernels carry.
 """
 from __future__ import annotations
 
@@ -74,13 +75,19 @@ def make_step(kind, args):
   return step, make_set
 
 
-def kernel_table(torch, fn, sets, reps=2):
-  many = jax.jit(lambda ss: [fn(*s) for s in ss])
-  events = cupti_gpu_events(torch, lambda: jax.block_until_ready(many(sets)), reps)
+def kernel_table(torch, fn, sets, reps=3, hlo_path=""):
+  """GPU us per step by kernel name (top 25), from the program of one step over one set;
+  with hlo_path, that program's optimized HLO is written there (XLA's kernels carry its
+  fusions' names, so each row can be traced to the ops it fuses)."""
+  one = jax.jit(lambda ss: [fn(*s) for s in ss])
+  if hlo_path:
+    with open(hlo_path, "w") as f:
+      f.write(one.lower(sets[:1]).compile().as_text())
+  events = cupti_gpu_events(torch, lambda: jax.block_until_ready(one(sets[:1])), reps)
   per = collections.Counter()
   for e in events:
-    per[e["name"][:200]] += e["dur"] / (reps * len(sets))
-  return dict(per.most_common(12))
+    per[e["name"][:200]] += e["dur"] / reps
+  return dict(per.most_common(25))
 
 
 def main():
@@ -94,6 +101,8 @@ def main():
   ap.add_argument("--reps", type=int, default=5)
   ap.add_argument("--variants", default=",".join(VARIANTS))
   ap.add_argument("--kernels", action="store_true", help="GPU time per kernel name")
+  ap.add_argument("--hlo", default="", help="with --kernels: a folder for each variant's "
+                  "compiled step (<variant>.hlo.txt), whose fusion names the kernels carry")
   ap.add_argument("--out", default="")
   args = ap.parse_args()
   torch, why = _torch()
@@ -114,7 +123,8 @@ def main():
     if torch is not None:
       rec["gpu_us"][kind] = gpu_time_jax(torch, step, sets) * 1e6
       if args.kernels:
-        rec["kernels_us"][kind] = kernel_table(torch, step, sets)
+        hlo = os.path.join(args.hlo, f"{kind}.hlo.txt") if args.hlo else ""
+        rec["kernels_us"][kind] = kernel_table(torch, step, sets, hlo_path=hlo)
     print(f"{kind:10s} wall {rec['wall_us'][kind]:9.1f} us  gpu "
           f"{rec['gpu_us'].get(kind, float('nan')):9.1f} us", flush=True)
   for a, b in (("plain", "fused"), ("fp8_plain", "fp8_fused"), ("xla", "fused"),
