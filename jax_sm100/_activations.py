@@ -75,6 +75,23 @@ def derivative(name: str, z):
   return jnp.ones_like(z)
 
 
+def epilogue_grads(name: str, saved, g, has_bias: bool):
+  """(dz, dbias) of the fused bias/activation epilogue's backward (matmul_bias and
+  fp8_dot(bias=) alike): dz = g * act'(z) in fp32, rounded once to g's dtype and written
+  once (an optimization barrier keeps XLA from recomputing it inside the bias reduction,
+  which would read g and z twice), and dbias the fp32 sum of that rounded dz over every
+  axis but the last (an empty fp32 array without a bias). `saved`: z, or for relu d."""
+  if name == "none":
+    dz = g
+  else:
+    dz = (g.astype(jnp.float32) * derivative(name, saved)).astype(g.dtype)
+    if has_bias:
+      dz = jax.lax.optimization_barrier(dz)
+  if not has_bias:
+    return dz, jnp.zeros((0,), jnp.float32)
+  return dz, jnp.sum(dz.astype(jnp.float32), axis=tuple(range(g.ndim - 1)))
+
+
 def reference(a, b, bias, trans_a: bool, trans_b: bool, name: str, out_dtype, want_pre: bool):
   """(d, pre or None) of the fused epilogue in plain jax.numpy: z = op(a) @ op(b) (fp32
   accumulation) + bias in fp32, pre = z and d = act(z), each rounded once to out_dtype.

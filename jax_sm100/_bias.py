@@ -20,13 +20,13 @@ Backward (custom_vjp). What the forward saves, per activation:
     step on an H200 (benchmarks/bench_mlp_step.py's model, GPU time): 52 us (3%) faster
     than the kernel writing z alone and XLA applying the activation in a pass of its own.
     Recomputing z in the backward pass would re-run the whole GEMM.
-Then dz = g * act'(z) in fp32, rounded once to g's dtype and written once (an
-optimization barrier keeps XLA from recomputing it inside the bias reduction: it reads g
-and z twice otherwise; 74 us, 4.5%, of that step), the bias gradient db = sum of dz over
-every row (and batch entry) in fp32, and dz feeds the same two product gradients matmul
-uses (da = dz @ b^T, db_w = a^T @ dz; _matmul._product_grads, each dispatched like
-matmul). The bias gradient sums the rounded dz that the product gradients see, as XLA's
-autodiff of a bf16 `act(x @ w + b)` does.
+Then (_activations.epilogue_grads) dz = g * act'(z) in fp32, rounded once to g's dtype and
+written once (an optimization barrier keeps XLA from recomputing it inside the bias
+reduction: it reads g and z twice otherwise; 74 us, 4.5%, of that step), the bias
+gradient db = sum of dz over every row (and batch entry) in fp32, and dz feeds the same
+two product gradients matmul uses (da = dz @ b^T, db_w = a^T @ dz; _matmul._product_grads,
+each dispatched like matmul). The bias gradient sums the rounded dz that the product
+gradients see, as XLA's autodiff of a bf16 `act(x @ w + b)` does.
 """
 from __future__ import annotations
 
@@ -85,16 +85,7 @@ def _matmul_bias_fwd(ctx, name, out_dtype, has_bias, a, b, bias):
 def _matmul_bias_bwd(ctx, name, out_dtype, has_bias, res, g):
   del out_dtype
   a, b, saved = res
-  if name == "none":
-    dz = g
-  else:
-    dz = (g.astype(jnp.float32) * _activations.derivative(name, saved)).astype(g.dtype)
-    if has_bias:  # written once, read by the reduction (module docstring)
-      dz = jax.lax.optimization_barrier(dz)
-  if has_bias:
-    dbias = jnp.sum(dz.astype(jnp.float32), axis=tuple(range(g.ndim - 1)))
-  else:
-    dbias = jnp.zeros((0,), jnp.float32)
+  dz, dbias = _activations.epilogue_grads(name, saved, g, has_bias)
   da, db = _matmul._product_grads(ctx, a, b, dz)
   return da, db, dbias
 
@@ -119,8 +110,9 @@ def matmul_bias(a, b, bias=None, *, activation=None, out_dtype=None):
 
   bf16/fp16 inputs run the sm90 kernel's fused epilogue (or XLA's dot with the same fp32
   epilogue where the measured dispatch prefers XLA for the shape), on sm100 the sm_100a
-  kernel once its first-use self-test passed; everything else the reference. Differentiable (reverse mode) in a, b and bias: the backward
-  reuses the saved pre-activation for gelu/silu, the output for relu (module docstring).
+  kernel once its first-use self-test passed; everything else the reference.
+  Differentiable (reverse mode) in a, b and bias: the backward reuses the saved
+  pre-activation for gelu/silu, the output for relu (module docstring).
   """
   a, b, out_shape = _matmul._validate_pair(OP, a, b)
   name = _activations.canonical(OP, activation)

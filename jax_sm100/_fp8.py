@@ -217,9 +217,9 @@ _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 # (jax_sm100_fp8_gemm_bias: sm90, sm100 after its self-test, cpu_ffi). Forward: d =
 # act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation gelu/silu
 # fuse the bias only and write z (bf16; this kernel has no epilogue writing both d and
-# z), XLA applies the activation and z is saved; relu saves d; then, as matmul_bias
-# (jax_sm100/_bias.py), dz = g * act'(z) in fp32 rounded to g's dtype and written once,
-# the bias gradient the fp32 sum of that dz over rows, and dz feeds the FP8 backward.
+# z), XLA applies the activation and z is saved; relu saves d; then, as for matmul_bias
+# (_activations.epilogue_grads), dz = g * act'(z) in fp32 rounded to g's dtype and written
+# once, the bias gradient the fp32 sum of that dz over rows; dz feeds the FP8 backward.
 # ---------------------------------------------------------------------------
 
 def _fused_forward(ctx, plan, name, x2, w, bias, for_grad: bool):
@@ -254,13 +254,7 @@ def _fp8_dot_fused_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x
 
 def _fp8_dot_fused_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, res, g):
   fp8_res, saved = res
-  if name == "none":
-    dz = g
-  else:
-    dz = (g.astype(jnp.float32) * _activations.derivative(name, saved)).astype(g.dtype)
-    if has_bias:  # written once, read by the reduction (as in _bias's backward)
-      dz = jax.lax.optimization_barrier(dz)
-  dbias = jnp.sum(dz.astype(jnp.float32), axis=0) if has_bias else jnp.zeros((0,), jnp.float32)
+  dz, dbias = _activations.epilogue_grads(name, saved, g, has_bias)
   dx, dw = _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, fp8_res, dz)
   return dx, dw, dbias
 
