@@ -9,6 +9,8 @@ Variants (hidden layers gelu, the output layer plain Dense):
   xla         flax.linen.Dense + nn.gelu (XLA's dot)
   plain       jax_sm100.flax.Dense + nn.gelu (our GEMM, XLA's bias + gelu pass)
   fused       jax_sm100.flax.DenseAct(activation="gelu") (bias and gelu in the epilogue)
+  block       jax_sm100.flax.MLPBlock (jax_sm100.mlp): fused's forward, and each gelu's
+              derivative and bias gradient in the epilogue of the GEMM above it
   fp8_plain   jax_sm100.flax.Fp8Dense + nn.gelu
   fp8_fused   jax_sm100.flax.Fp8DenseAct(activation="gelu")
 One step: loss and gradients (softmax cross-entropy) and an Adam update, jitted, over
@@ -47,10 +49,10 @@ def make_model(kind, args):
     return train_mlp.MLP(nn.Dense, args.hidden, args.depth, args.classes)
   variant = "fp8" if kind.startswith("fp8") else "bf16"
   return train_mlp.make_model(variant, args.hidden, args.depth, args.classes,
-                              fused=kind.endswith("fused"))
+                              fused=kind.endswith("fused"), block=kind == "block")
 
 
-VARIANTS = ("xla", "plain", "fused", "fp8_plain", "fp8_fused")
+VARIANTS = ("xla", "plain", "fused", "block", "fp8_plain", "fp8_fused")
 
 
 def make_step(kind, args):
@@ -127,7 +129,8 @@ def main():
         rec["kernels_us"][kind] = kernel_table(torch, step, sets, hlo_path=hlo)
     print(f"{kind:10s} wall {rec['wall_us'][kind]:9.1f} us  gpu "
           f"{rec['gpu_us'].get(kind, float('nan')):9.1f} us", flush=True)
-  for a, b in (("plain", "fused"), ("fp8_plain", "fp8_fused"), ("xla", "fused"),
+  for a, b in (("plain", "fused"), ("plain", "block"), ("fp8_plain", "fp8_fused"),
+               ("xla", "block"), ("xla", "fused"),
                ("xla", "fp8_fused")):
     if a in rec["wall_us"] and b in rec["wall_us"]:
       g = (rec["gpu_us"][a] / rec["gpu_us"][b]) if b in rec["gpu_us"] else float("nan")

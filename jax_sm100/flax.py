@@ -17,6 +17,9 @@ LinearAct keep nn.Dense's / nnx.Linear's parameters (names `kernel` (in, out) an
 `bias` (out,), shapes, initializers, dtypes), so checkpoints move between them and the
 stock layers; they add `activation=` (None, "relu", "gelu", "gelu_tanh", "gelu_exact",
 "gelu_erf", "silu", "swish": jax_sm100.matmul_bias's names).
+MLPBlock (linen): a stack of dense layers as one jax_sm100.mlp call, whose backward fuses
+       each hidden activation's derivative and bias gradient into the GEMM above it; its
+       parameters are a stack of nn.Dense layers' (Dense_0, Dense_1, ...).
 """
 from __future__ import annotations
 
@@ -32,10 +35,11 @@ from jax_sm100 import _activations
 from jax_sm100._bias import matmul_bias
 from jax_sm100._dot_general import _is_default_precision, dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_dot
+from jax_sm100._mlp import mlp
 from jax_sm100._mxfp8 import mxfp8_dot_general
 
 __all__ = ["Dense", "Fp8Dense", "MxFp8Dense", "Linear", "Fp8Linear", "MxFp8Linear",
-           "DenseAct", "LinearAct", "Fp8DenseAct", "Fp8LinearAct"]
+           "DenseAct", "LinearAct", "Fp8DenseAct", "Fp8LinearAct", "MLPBlock"]
 
 
 class Dense(nn.Dense):
@@ -171,3 +175,60 @@ class Fp8LinearAct(LinearAct):
   """LinearAct whose product is FP8 blockwise (one jax_sm100.fp8_dot(x, kernel, bias=,
   activation=) call, as Fp8DenseAct). Arguments are LinearAct's."""
   _FP8 = True
+
+
+class _DenseParams(nn.Module):
+  """nn.Dense's parameters (kernel (in, out), bias (out,)) without its computation."""
+  features: int
+  use_bias: bool
+  param_dtype: Any
+  kernel_init: Any
+  bias_init: Any
+
+  @nn.compact
+  def __call__(self, in_features: int):
+    kernel = self.param("kernel", self.kernel_init, (in_features, self.features), self.param_dtype)
+    bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+            if self.use_bias else None)
+    return kernel, bias
+
+
+class MLPBlock(nn.Module):
+  """Dense layers of widths `features`, `activation` after each but the last,
+  `final_activation` after the last: one jax_sm100.mlp call (forward: each layer's bias
+  and activation in its GEMM's epilogue; backward: each hidden activation's derivative
+  and bias gradient in the epilogue of the GEMM above it). Parameters: Dense_0,
+  Dense_1, ... each {kernel, bias} as nn.Dense's (same initializers and param_dtype by
+  default), so a stack of nn.Dense layers' checkpoint loads. Inputs and kernels are
+  promoted to `dtype` (default: as nn.Dense); biases stay in param_dtype (added in f32).
+  """
+  features: tuple
+  activation: str | None = "gelu"
+  final_activation: str | None = None
+  use_bias: bool = True
+  dtype: Any = None
+  param_dtype: Any = jnp.float32
+  kernel_init: Any = nn.initializers.lecun_normal()
+  bias_init: Any = nn.initializers.zeros_init()
+
+  def __post_init__(self):
+    layer = f"flax.{type(self).__name__}"
+    _activations.canonical(layer, self.activation)  # a bad name fails here
+    _activations.canonical(layer, self.final_activation)
+    if not self.features:
+      raise ValueError(f"jax_sm100.{layer}: features must name at least one layer width.")
+    super().__post_init__()
+
+  @nn.compact
+  def __call__(self, inputs):
+    width = jnp.shape(inputs)[-1]
+    kernels, biases = [], []
+    for i, f in enumerate(self.features):
+      k, b = _DenseParams(int(f), self.use_bias, self.param_dtype, self.kernel_init,
+                          self.bias_init, name=f"Dense_{i}")(width)
+      kernels.append(k)
+      biases.append(b)
+      width = int(f)
+    promoted = _linen_promote_dtype(inputs, *kernels, dtype=self.dtype)
+    return mlp(promoted[0], list(promoted[1:]), biases if self.use_bias else None,
+               activation=self.activation, final_activation=self.final_activation)

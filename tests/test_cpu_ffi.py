@@ -24,7 +24,8 @@ BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
 TARGETS = ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
            "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
            "jax_sm100_mxfp8_gemm", "jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm",
-           "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias", "jax_sm100_fp8_gemm_bias")
+           "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias", "jax_sm100_fp8_gemm_bias",
+           "jax_sm100_gemm_dact")
 needs_cpu_handlers = pytest.mark.skipif(
     not _ffi_registry.registered_cpu_targets() or jax.devices()[0].platform != "cpu",
     reason="needs the extension's CPU handlers and a CPU default device")
@@ -132,6 +133,8 @@ def test_every_op_launches_its_target(cpu_ffi):
                                                                  activation="gelu"), a, b),
       "jax_sm100_fp8_gemm_bias": (lambda x, w: jax_sm100.fp8_dot(
           x.astype(BF16), w.astype(BF16), bias=jnp.ones(24), activation="silu"), x, w),
+      "jax_sm100_gemm_dact": (jax.grad(lambda a, b: jnp.sum(jax_sm100.mlp(
+          a, [b, jnp.ones((9, 3), BF16)]).astype(F32) ** 2), argnums=1), a, b),
   }
   for target, (f, *args) in cases.items():
     assert f"custom_call @{target}(" in hlo(f, *args), target

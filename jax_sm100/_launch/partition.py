@@ -65,6 +65,9 @@ class Spec(NamedTuple):
   exact: tuple = ()
   op: str = "launch"
   groups: int | None = None  # operand index of a grouped launch's group_sizes (rows = "m")
+  # Indices of results that are sums over the rows (every batch factor and "m"): each
+  # shard's sum of its own rows, psummed over the mesh axes of those factors.
+  row_sums: tuple = ()
 
 
 def _axes(entry):
@@ -271,6 +274,11 @@ def sharded_call(fn: Callable, spec: Spec, *operands):
         out = lax.psum(out, sum_axes)
       for f, ax in scatter.items():
         out = lax.psum_scatter(out, ax, scatter_dimension=spec.results[0].index(f), tiled=True)
+      row_axes = tuple(a for f, ax in plan.items()
+                       if f == "m" or (f.startswith("b") and f[1:].isdigit()) for a in ax)
+      if spec.row_sums and row_axes:
+        out = tuple(lax.psum(x, row_axes) if i in spec.row_sums else x
+                    for i, x in enumerate(out))
       return out
     return mesh, lower, outs, args
 

@@ -114,6 +114,25 @@ auto fp8_gemm_residual(B&& b) {
                         .template Attr<float>("beta"));
 }
 
+/// jax_sm100_gemm_dact: a, b, c -> d, dbias.
+template <class B>
+auto gemm_dact(B&& b) {
+  return std::forward<B>(b)
+      .template Arg<Any>()
+      .template Arg<Any>()
+      .template Arg<Any>()
+      .template Ret<Any>()
+      .template Ret<Any>()
+      .template Attr<bool>("trans_a")
+      .template Attr<bool>("trans_b")
+      .template Attr<int32_t>("block_m")
+      .template Attr<int32_t>("block_n")
+      .template Attr<int32_t>("cluster_m")
+      .template Attr<int32_t>("group_m")
+      .template Attr<int32_t>("split_k")
+      .template Attr<int32_t>("activation");
+}
+
 /// jax_sm100_fp8_gemm_bias: a, a_scale, b, b_scale, bias (f32 (N,) or (0,)) -> d (bf16).
 template <class B>
 auto fp8_gemm_bias(B&& b) {

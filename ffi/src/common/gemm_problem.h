@@ -46,6 +46,10 @@ struct GemmProblem {
   const float* bias = nullptr;  ///< (n,) f32, the same for every row and batch; null: none
   void* pre = nullptr;          ///< z in out_type, d's layout; null: not written
   int32_t activation = 0;       ///< kernels::Activation (kernels/common/activation.h)
+  // The activation's backward (target jax_sm100_gemm_dact): d = acc * act'(c) in fp32
+  // with c the saved pre-activation, and the column sums of d added to `dbias`.
+  bool dact = false;
+  float* dbias = nullptr;  ///< (n,) f32, zeroed by the handler; null: not wanted
 
   /// No output element to write (the handler returns at once).
   bool empty() const { return m == 0 || n == 0 || batch == 0; }

@@ -4,7 +4,8 @@
 // instantiations (12 per dtype pair) compile in parallel translation units, and by the
 // four gemm_bias_inst_<in>_<out>.cu files, whose sm90_gemm_bias_launch instantiates the
 // bias/activation kernels (6 tilings x 5 activations per pair; gemm_launch.h declares
-// them extern, so the gemm_inst units do not compile them again).
+// them extern, so the gemm_inst units do not compile them again), and by the two
+// gemm_dact_inst_<in>.cu files (sm90_gemm_dact_launch: 2 tilings x 4 activations).
 #pragma once
 
 #include <cuda.h>
@@ -134,6 +135,7 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
     p.bias = pr.bias;
     p.has_pre = pr.pre != nullptr;
   }
+  if constexpr (Cfg::kDact) p.dbias = pr.dbias;
   if constexpr (Cfg::kResidual) {
     const int64_t bc = pr.c_batched ? pr.batch : 1;
     err = encode_operand(&p.tma_c, pr.c, out_dt, sizeof(Out), pr.n, pr.m, bc, epi_n, 64);
@@ -277,6 +279,38 @@ std::string sm90_gemm_bias_launch(const GemmProblem& pr, int num_sms, cudaStream
   return with_tiling(pr.tiling, [&](auto cfgs) {
     return launch_bias_act<typename decltype(cfgs)::Plain, T, Out>(pr, num_sms, stream);
   });
+}
+
+/// The dact config of one residual tiling for the call's activation.
+template <class Residual, class T>
+std::string launch_dact(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  using A = kernels::Activation;
+  switch (pr.activation) {
+    case static_cast<int32_t>(A::kRelu):
+      return launch_config<sm90::GemmDactConfig<Residual, A::kRelu>, T, T>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kGeluTanh):
+      return launch_config<sm90::GemmDactConfig<Residual, A::kGeluTanh>, T, T>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kGeluErf):
+      return launch_config<sm90::GemmDactConfig<Residual, A::kGeluErf>, T, T>(pr, num_sms, stream);
+    case static_cast<int32_t>(A::kSilu):
+      return launch_config<sm90::GemmDactConfig<Residual, A::kSilu>, T, T>(pr, num_sms, stream);
+  }
+  return "no sm90 dact kernel for activation " + std::to_string(pr.activation) +
+         " (relu 1, gelu_tanh 2, gelu_erf 3, silu 4)";
+}
+
+template <class T>
+std::string sm90_gemm_dact_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
+  if (!pr.dact || pr.c == nullptr) return "the dact epilogue needs its C operand";
+  const GemmTiling& t = pr.tiling;
+  if (t.split_k == 1 && t.cluster_m == 1 && t.block_m == 128) {
+    if (t.block_n == 256) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
+    if (t.block_n == 128) return launch_dact<Cfg128x128R, T>(pr, num_sms, stream);
+  }
+  return "no sm90 dact kernel for block_m=" + std::to_string(t.block_m) + ", block_n=" +
+         std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m) +
+         ", split_k=" + std::to_string(t.split_k) +
+         " (compiled: 128x256 and 128x128, cluster_m=1, split_k=1)";
 }
 
 template <class T, class Out>

@@ -36,6 +36,17 @@ inline constexpr bool kSm90BiasKernels = std::is_same_v<Out, T> || std::is_same_
 template <class T, class Out>
 std::string sm90_gemm_bias_launch(const GemmProblem& prob, int num_sms, cudaStream_t stream);
 
+/// The activation-backward kernels (prob.dact: d = acc * act'(c), column sums into
+/// prob.dbias) for inputs and output of type T (bf16 or f16), on the tilings 128x256 and
+/// 128x128 (cluster 1, no split-K; any other tiling returns an error sentence) and the
+/// activations relu, gelu_tanh, gelu_erf and silu. Defined in gemm_inst.h, explicitly
+/// instantiated in gemm_dact_inst_<in>.cu.
+template <class T>
+std::string sm90_gemm_dact_launch(const GemmProblem& prob, int num_sms, cudaStream_t stream);
+
+extern template std::string sm90_gemm_dact_launch<__nv_bfloat16>(const GemmProblem&, int, cudaStream_t);
+extern template std::string sm90_gemm_dact_launch<__half>(const GemmProblem&, int, cudaStream_t);
+
 extern template std::string sm90_gemm_launch<__nv_bfloat16, __nv_bfloat16>(const GemmProblem&, int, cudaStream_t);
 extern template std::string sm90_gemm_launch<__nv_bfloat16, __half>(const GemmProblem&, int, cudaStream_t);
 extern template std::string sm90_gemm_launch<__nv_bfloat16, float>(const GemmProblem&, int, cudaStream_t);

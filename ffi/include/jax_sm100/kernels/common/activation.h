@@ -66,4 +66,50 @@ JAX_SM100_HD float apply_activation(Activation a, float z) {
   }
 }
 
+/// act'(z) in fp32: the backward's factor dz = g * act'(z) (the dact epilogue, its CPU
+/// handler). relu's derivative is taken as 0 at z == 0 (jax's), and may be read from the
+/// output act(z) as well as from z (both are > 0 on the same set). Device code uses the
+/// sigmoid form of the tanh GELU as apply_activation does: 0.5 (1 + tanh u) = s and
+/// 1 - tanh(u)^2 = 4 s (1 - s), s = sigmoid(2 u).
+template <Activation A>
+JAX_SM100_HD float activation_grad(float z) {
+  if constexpr (A == Activation::kRelu) {
+    return z > 0.f ? 1.f : 0.f;
+  } else if constexpr (A == Activation::kGeluTanh) {
+    constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
+    const float u = kC * (z + 0.044715f * z * z * z);
+    const float du = kC * (1.f + 0.134145f * z * z);  // du/dz
+#if defined(__CUDA_ARCH__)
+    const float s = fast_sigmoid(2.f * u);
+    return s + 2.f * z * s * (1.f - s) * du;
+#else
+    const float t = tanhf(u);
+    return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * du;
+#endif
+  } else if constexpr (A == Activation::kGeluErf) {
+    return 0.5f * (1.f + erff(z * 0.7071067811865476f)) +
+           z * expf(-0.5f * z * z) * 0.3989422804014327f;  // 1 / sqrt(2 pi)
+  } else if constexpr (A == Activation::kSilu) {
+#if defined(__CUDA_ARCH__)
+    const float s = fast_sigmoid(z);
+#else
+    const float s = 1.f / (1.f + expf(-z));
+#endif
+    return s * (1.f + z * (1.f - s));
+  } else {
+    return 1.f;
+  }
+}
+
+/// activation_grad with the activation chosen at run time (host loops, tests).
+JAX_SM100_HD float activation_grad(Activation a, float z) {
+  switch (a) {
+    case Activation::kRelu: return activation_grad<Activation::kRelu>(z);
+    case Activation::kGeluTanh: return activation_grad<Activation::kGeluTanh>(z);
+    case Activation::kGeluErf: return activation_grad<Activation::kGeluErf>(z);
+    case Activation::kSilu: return activation_grad<Activation::kSilu>(z);
+    default: return 1.f;
+  }
+}
+
 }  // namespace jax_sm100::kernels

@@ -2,6 +2,8 @@
 //   D[b] = alpha * (A[b] @ B[b]) + beta * C[b]      (fp32 math, bf16/fp16 inputs)
 // or, for a GemmBiasConfig, the fused bias/activation epilogue (gemm_bias_epilogue.cuh):
 //   Z = alpha * (A[b] @ B[b]) + bias (per column),  D[b] = act(Z)  [, PRE[b] = Z]
+// or, for a GemmDactConfig (a residual config), the activation's backward:
+//   D[b] = alpha * (A[b] @ B[b]) * act'(C[b])  [, dbias += column sums of D]
 //
 // Roles (128 * (1 + NumWG) threads, one CTA per SM, __launch_bounds__(threads, 1)):
 //   warpgroup 0 (setmaxnreg.dec 40):
@@ -329,6 +331,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             named_barrier_sync(1 + w, 128);
           }
         }
+        float col_sum[kEpiN / 4];  // dact: this thread's column sums of the chunk
+#pragma unroll
+        for (int j = 0; j < kEpiN / 4; ++j) col_sum[j] = 0.f;
 #pragma unroll
         for (int j = 0; j < kEpiN / 8; ++j) {
           const int f = c * (kEpiN / 8) + j;  // 8-column fragment index in the WG tile
@@ -341,12 +346,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             if constexpr (Cfg::kResidual) {
               const float2 cv = detail::Pack2<Out>::unpack(
                   *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
-              x = fmaf(p.beta, cv.x, x);
-              y = fmaf(p.beta, cv.y, y);
+              if constexpr (Cfg::kDact) {
+                x *= activation_grad<Cfg::kActivation>(cv.x);
+                y *= activation_grad<Cfg::kActivation>(cv.y);
+                // Rows past M may hold stale accumulators (A's box stopping at M).
+                if (row0 + static_cast<int>(r_lo) + 8 * h < p.m) {
+                  col_sum[2 * j] += x;
+                  col_sum[2 * j + 1] += y;
+                }
+              } else {
+                x = fmaf(p.beta, cv.x, x);
+                y = fmaf(p.beta, cv.y, y);
+              }
             }
             *reinterpret_cast<typename detail::Pack2<Out>::Storage*>(buf + off) =
                 detail::Pack2<Out>::pack(x, y);
           }
+        }
+        if constexpr (Cfg::kDact) {
+          if (p.dbias != nullptr) add_column_sums(p.dbias, col_sum, col0 + c * kEpiN, p.n, lane);
         }
         if constexpr (!Cfg::kResidual) {
           // Plain: store a group once all of its chunks are in shared memory.

@@ -203,4 +203,27 @@ __device__ __forceinline__ void bias_act_epilogue(const GemmParams& p, float (&a
   }
 }
 
+/// The dact epilogue's bias gradient (GemmDactConfig, GemmParams::dbias): `s[2 j + e]`
+/// holds this thread's sum over its (live) fragment rows of column col0 + 8 j +
+/// 2 (lane % 4) + e of one epilogue chunk; the 8 lanes of each lane % 4 class hold the same
+/// columns for different rows, so three xor-shuffles sum the warp's 16 rows, and lanes
+/// 0..3 add them to dbias (f32 reductions, red.global.add), columns past n skipped.
+template <int kVals>
+__device__ __forceinline__ void add_column_sums(float* dbias, float (&s)[kVals], int col0, int n,
+                                                int lane) {
+#pragma unroll
+  for (int i = 0; i < kVals; ++i) {
+    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 4);
+    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 8);
+    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 16);
+  }
+  if (lane < 4) {
+#pragma unroll
+    for (int i = 0; i < kVals; ++i) {
+      const int col = col0 + 8 * (i / 2) + 2 * lane + i % 2;
+      if (col < n) atomicAdd(dbias + col, s[i]);
+    }
+  }
+}
+
 }  // namespace jax_sm100::kernels::sm90

@@ -37,6 +37,9 @@ struct GemmParams {
   const float* bias;   ///< (n,) f32 added to every row, or null (no bias)
   int has_pre;         ///< 1: also store z (the pre-activation) through tma_pre
   CUtensorMap tma_pre; ///< pre (when has_pre): D's shape, dtype and box
+  // Dact kernels only (GemmDactConfig): the column sums of D, accumulated (f32 atomics)
+  // into a zeroed (n,) vector, or null (not wanted).
+  float* dbias;
 };
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
@@ -58,6 +61,7 @@ struct GemmConfig {
   static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
   static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
   static constexpr bool kBiasAct = false;         // GemmBiasConfig: the bias/activation epilogue
+  static constexpr bool kDact = false;            // GemmDactConfig: D = acc * act'(C)
   static constexpr Activation kActivation = Activation::kNone;
 
   static_assert(NumWG == 1 || NumWG == 2, "one or two consumer warpgroups");
@@ -104,6 +108,22 @@ struct GemmBiasConfig : Base {
   static constexpr uint32_t kBiasBytes = Base::kNumWG * Base::kWgTileN * 4;  // (NumWG, kWgTileN) f32
   static constexpr uint32_t smem_bytes() { return kBiasOffset + kBiasBytes + 1024; }
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
+};
+
+/// A residual tile configuration whose epilogue combines the C tile by the activation's
+/// derivative instead of adding it: D = alpha * acc * act'(C) (fp32, rounded once), with
+/// C the saved pre-activation z (for relu, z or act(z)) -- the input gradient of a layer
+/// below an activation, dz = (g @ W^T) * act'(z), in the GEMM that computes g. Column
+/// sums of D (the bias gradient) go to GemmParams::dbias when it is not null. Same
+/// stages, C ring and in-place D staging as Base.
+template <class Base, Activation A>
+struct GemmDactConfig : Base {
+  static_assert(Base::kResidual, "the dact epilogue reads C through the epilogue-load pipeline");
+  static_assert(A != Activation::kNone && static_cast<int32_t>(A) > 0 &&
+                    static_cast<int32_t>(A) < kNumActivations,
+                "an activation with a derivative other than 1");
+  static constexpr bool kDact = true;
+  static constexpr Activation kActivation = A;
 };
 
 namespace detail {

@@ -1,0 +1,144 @@
+"""Launch of the activation-backward GEMM, or its formula.
+
+  gemm_dact: (d, dbias) with x = (op(a) @ op(b)) * act'(c) in fp32,  target jax_sm100_gemm_dact
+             d = round(x) to c's dtype, dbias = the fp32 column sums of x
+
+The input gradient of a layer below an activation in one kernel: for y = act(z) feeding
+a product with W, dz = (g @ W^T) * act'(z) and the bias gradient sum(dz) come out of the
+GEMM that computes g @ W^T, instead of that GEMM's write of g and a pass of its own that
+reads g and z and writes dz (jax_sm100.mlp's backward).
+
+a, b, the transpose flags and TMA padding are gemm.py's (gemm._aligned_launch pads c with
+d; the padded rows / columns of d and dbias are sliced off: padded K is exact and padded
+rows or columns are zero products). Tile configuration: tuning.resolve_gemm's choice for
+the product, mapped onto the compiled dact tilings (128x256 when it picks 256 columns,
+else 128x128; cluster 1, no split-K).
+
+  * vmap: the formula on the batch (the kernel sums dbias over every batch entry; a
+    vmapped call wants one row of sums per entry).
+  * Partitioning: M (rows) and N shard; dbias is the psum of each shard's column sums
+    over the mesh axes of M (partition.Spec.row_sums). K stays whole.
+  * Backends without the kernel (CPUs without cpu_ffi, sm100: the target has no sm_100a
+    kernel) take the formula, `reference` below.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_batching import custom_vmap
+
+from jax_sm100 import _activations, _explain, tuning
+from jax_sm100._backend import Context
+from jax_sm100._launch import gemm as _gemm
+from jax_sm100._launch import partition
+
+TARGET = "jax_sm100_gemm_dact"
+
+
+def reference(a, b, c, trans_a: bool, trans_b: bool, name: str):
+  """(d, dbias) in plain jax.numpy: x = (op(a) @ op(b), fp32 accumulation) * act'(c) in
+  fp32, d = x rounded once to c's dtype, dbias = sum of x over every axis but the last."""
+  if trans_a:
+    a = jnp.swapaxes(a, -1, -2)
+  if trans_b:
+    b = jnp.swapaxes(b, -1, -2)
+  x = jnp.matmul(a, b, preferred_element_type=jnp.float32) * _activations.derivative(name, c)
+  return x.astype(c.dtype), jnp.sum(x, axis=tuple(range(x.ndim - 1)))
+
+
+def why_not_kernel(ctx: Context, a, b, c, name: str):
+  """None when the call runs the kernel, else a function returning why it takes the
+  formula: gemm.why_not_kernel's reasons, c of another dtype than the inputs, no
+  activation."""
+  why = _gemm.why_not_kernel(ctx, TARGET, a, b, c.dtype, c)
+  if why is not None:
+    return why
+  if c.dtype != a.dtype:
+    return lambda: f"c is {c.dtype.name}, the inputs {a.dtype.name}: the kernel writes their dtype"
+  if name == "none":
+    return lambda: "no activation: the plain GEMM computes dz"
+  return None
+
+
+def dact_config(cfg: tuning.GemmConfig) -> tuning.GemmConfig:
+  """The compiled dact tiling nearest the plain product's choice `cfg`."""
+  return tuning.GemmConfig(128, 256 if cfg.block_n == 256 else 128, 1, cfg.group_m, 1)
+
+
+def _launch(ops, results, trans_a, trans_b, code: int, settings):
+  d = results[0]
+  m, n = d.shape[-2:]
+  batch = math.prod(d.shape[:-2])
+  k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
+  plain, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=True)
+  cfg = dact_config(plain)
+  attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), activation=np.int32(code),
+               **cfg.attributes())
+  _explain.note_launch(TARGET, ops, attrs,
+                       f"{m}x{n}x{k}, batch {batch}: {why}; dact tiling "
+                       f"{cfg.block_m}x{cfg.block_n}")
+  return jax.ffi.ffi_call(TARGET, results, vmap_method="broadcast_all")(*ops, **attrs)
+
+
+def _spec(a, b, c, trans_a, trans_b):
+  """gemm.py's factors with K whole, c sharing d's, dbias ("n",) summed over the rows."""
+  m, n, _ = _gemm._dims(a, b, trans_a, trans_b)
+  out = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])) + (m, n)
+  base = partition.gemm_spec(a.shape, b.shape, out, trans_a, trans_b, c.shape)
+  whole_k = lambda dims: tuple(None if d == "k" else d for d in dims)
+  operands = tuple(whole_k(d) for d in base.operands)
+  return partition.Spec(operands, (base.results[0], ("n",)), op="mlp", row_sums=(1,))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(trans_a: bool, trans_b: bool, name: str, settings):
+  """The launch for one static configuration: (a, b, c) -> (d, dbias)."""
+  code = _activations.CODES[name]
+
+  def local(a, b, c):
+    n = c.shape[-1]
+    sums = []
+
+    def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
+      dbias = jax.ShapeDtypeStruct((out.shape[-1],), jnp.float32)
+      d, db = _launch(list(ops), (out, dbias), trans_a, trans_b, code, settings)
+      sums.append(db)
+      return d
+
+    d = _gemm._aligned_launch(a, b, c, trans_a, trans_b, c.dtype, launch)
+    return d, sums[0][:n]
+
+  @custom_vmap
+  def call(a, b, c):
+    return partition.sharded_call(local, _spec(a, b, c, trans_a, trans_b), a, b, c)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, a, b, c):
+    del axis_size
+    if not any(in_batched):
+      return call(a, b, c), (False, False)
+    a, b, c = _gemm._to_front_batch(in_batched, [a, b, c])
+    # One row of column sums per batch entry: the formula, summed over each entry's rows.
+    if trans_a:
+      a = jnp.swapaxes(a, -1, -2)
+    if trans_b:
+      b = jnp.swapaxes(b, -1, -2)
+    x = jnp.matmul(a, b, preferred_element_type=jnp.float32) * _activations.derivative(name, c)
+    return (x.astype(c.dtype), jnp.sum(x, axis=tuple(range(1, x.ndim - 1)))), (True, True)
+
+  return call
+
+
+def gemm_dact(ctx: Context, a, b, c, trans_a: bool, trans_b: bool, name: str):
+  """(d, dbias) for (op(a) @ op(b)) * act'(c) (name: a canonical activation name; c the
+  saved pre-activation, for relu z or act(z)): one kernel launch where supported, else
+  the formula."""
+  why = why_not_kernel(ctx, a, b, c, name)
+  if why is None:
+    return _kernel(bool(trans_a), bool(trans_b), name, ctx.tuning)(a, b, c)
+  _explain.note_reference(TARGET, [x.shape for x in (a, b, c)], why)
+  return reference(a, b, c, trans_a, trans_b, name)
