@@ -1,0 +1,103 @@
+"""The activation-backward GEMM (FFI target jax_sm100_gemm_dact) against the unfused
+backward it replaces, side by side in one process (GPU time by CUPTI, with torch).
+
+For dz = (g @ W^T) * act'(z) and db = sum(dz) over rows, per shape (M, N, K): g (M, K),
+W (N, K) (so g @ W^T is trans_b), z (M, N):
+  xla         XLA's dot, then XLA's pass for dz and its column sums (what an unfused
+              backward runs where the dispatch sends the product to XLA)
+  gemm        our plain GEMM (jax_sm100_gemm) then the same XLA pass
+  dot_only    XLA's dot alone (the product without the activation's backward)
+  dact:<tile> our dact kernel with the bias gradient, per tiling (block_n, cluster_m)
+  nodb:<tile> the same without the bias gradient (its column-sum atomics off)
+
+    python benchmarks/bench_dact.py [--shapes 8192x4096x4096,8192x4096x16] [--act gelu]
+        [--out dact.json]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import _torch, git_commit, gpu_time_jax  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jax_sm100  # noqa: E402
+from jax_sm100 import _activations  # noqa: E402
+
+TILINGS = ((256, 1), (256, 2), (128, 1))
+
+
+def _attrs(block_n, cluster_m, **kw):
+  return dict(trans_a=False, trans_b=True, block_m=np.int32(128), block_n=np.int32(block_n),
+              cluster_m=np.int32(cluster_m), group_m=np.int32(8), split_k=np.int32(1), **kw)
+
+
+def variants(m, n, act):
+  name = _activations.canonical("bench", act)
+  code = np.int32(_activations.CODES[name])
+
+  def unfused(prod):
+    def f(g, w, z):
+      x = prod(g, w).astype(jnp.float32) * _activations.derivative(name, z)
+      dz = jax.lax.optimization_barrier(x.astype(z.dtype))
+      return dz, jnp.sum(dz.astype(jnp.float32), axis=0)
+    return f
+
+  def xla_dot(g, w):
+    return jnp.dot(g, w.T, preferred_element_type=jnp.float32).astype(g.dtype)
+
+  def our_gemm(g, w):
+    return jax.ffi.ffi_call("jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(
+        g, w, **_attrs(256, 2))
+
+  out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "dot_only": lambda g, w, z: xla_dot(g, w)}
+  for bn, cm in TILINGS:
+    for wants, tag in ((True, "dact"), (False, "nodb")):
+      res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
+             jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
+      out[f"{tag}:{bn}c{cm}"] = (lambda res, bn, cm: lambda g, w, z: jax.ffi.ffi_call(
+          "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(bn, cm, activation=code)))(res, bn, cm)
+  return out
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--shapes", default="8192x4096x4096,8192x4096x16,4096x14336x4096")
+  ap.add_argument("--act", default="gelu")
+  ap.add_argument("--sets", type=int, default=3)
+  ap.add_argument("--out", default="")
+  args = ap.parse_args()
+  torch = _torch()
+  rec = dict(device=jax.devices()[0].device_kind, commit=git_commit(), act=args.act,
+             date=datetime.date.today().isoformat(), gpu_us={})
+  for shape in args.shapes.split(","):
+    m, n, k = map(int, shape.split("x"))
+    key = jax.random.PRNGKey(m + n + k)
+    sets = []
+    for i in range(args.sets):
+      k1, k2, k3, key = jax.random.split(key, 4)
+      sets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
+                   (jax.random.normal(k2, (n, k), jnp.float32) * k ** -0.5).astype(jnp.bfloat16),
+                   jax.random.normal(k3, (m, n), jnp.bfloat16)))
+    row = {}
+    for name, f in variants(m, n, args.act).items():
+      row[name] = gpu_time_jax(torch, f, sets) * 1e6
+    rec["gpu_us"][shape] = row
+    base = row["xla"]
+    print(f"{shape}: " + "  ".join(f"{k} {v:.1f} us ({base / v:.3f}x)" for k, v in row.items()),
+          flush=True)
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(rec, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
