@@ -75,7 +75,9 @@ def main():
   ap.add_argument("--sets", type=int, default=3)
   ap.add_argument("--out", default="")
   args = ap.parse_args()
-  torch = _torch()
+  torch, why = _torch()
+  if torch is None:
+    sys.exit(f"bench_dact: GPU time needs torch with CUDA ({why})")
   rec = dict(device=jax.devices()[0].device_kind, commit=git_commit(), act=args.act,
              date=datetime.date.today().isoformat(), gpu_us={})
   for shape in args.shapes.split(","):
