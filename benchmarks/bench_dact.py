@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 
-TILINGS = ((256, 1), (256, 2), (128, 1))
+TILINGS = ((256, 1), (256, 2))
 
 
 def _attrs(block_n, cluster_m, **kw):

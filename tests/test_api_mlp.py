@@ -87,6 +87,7 @@ def test_dact_target_refuses_bad_input(cpu_ffi, rng):
       (dict(good, activation=np.int32(0)), (a, a, c), res, "activation must be one of 1 relu"),
       (dict(good, block_m=np.int32(64), block_n=np.int32(128)), (a, a, c), res,
        "compiled for block_m=128"),
+      (dict(good, block_n=np.int32(128)), (a, a, c), res, "compiled for block_m=128"),
       (good, (a, a, c.astype(F16)), res, "c must have the output's dtype"),
       (good, (a, a, c), (res[0], jax.ShapeDtypeStruct((8,), F32)), "dbias must be float32"),
       (good, (a, a, c), (jax.ShapeDtypeStruct((16, 16), F32), res[1]),

@@ -13,7 +13,7 @@
 // Dispatch: compute capability 9.0 -> the sm90 GEMM's dact kernels (a residual
 // configuration whose epilogue multiplies by act'(C) instead of adding beta * C, and adds
 // its column sums to dbias with f32 reductions; sm90/gemm_launch.h), compiled for the
-// tilings 128x256 (cluster 1 or 2) and 128x128 (cluster 1), no split-K. No sm_100a kernel: the
+// tiling 128x256 (cluster 1 or 2), no split-K. No sm_100a kernel: the
 // registration table says so, and the Python layer takes the unfused formula there; any
 // capability other than 9.0 returns kUnimplemented naming the target.
 //

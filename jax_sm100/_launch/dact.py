@@ -11,8 +11,8 @@ reads g and z and writes dz (jax_sm100.mlp's backward).
 a, b, the transpose flags and TMA padding are gemm.py's (gemm._aligned_launch pads c with
 d; the padded rows / columns of d and dbias are sliced off: padded K is exact and padded
 rows or columns are zero products). Tile configuration: tuning.resolve_gemm's choice for
-the product, mapped onto the compiled dact tilings (128x256 when it picks 256 columns,
-else 128x128; cluster 1, no split-K).
+the product for group_m; the tile is the dact kernel's own, 128x256, in CTA pairs unless
+M fits one tile (dact_config).
 
   * vmap: the formula on the batch (the kernel sums dbias over every batch entry; a
     vmapped call wants one row of sums per entry).
@@ -64,9 +64,12 @@ def why_not_kernel(ctx: Context, a, b, c, name: str):
   return None
 
 
-def dact_config(cfg: tuning.GemmConfig) -> tuning.GemmConfig:
-  """The compiled dact tiling nearest the plain product's choice `cfg`."""
-  return tuning.GemmConfig(128, 256 if cfg.block_n == 256 else 128, 1, cfg.group_m, 1)
+def dact_config(cfg: tuning.GemmConfig, m: int) -> tuning.GemmConfig:
+  """The dact kernel's tiling: 128x256, in CTA pairs (B multicast) unless one 128-row
+  tile holds M, with the plain product's group_m. Measured on an H200
+  (benchmarks/bench_dact.py, 8192x4096 by K 16 / 4096 and 4096x14336x4096): the pairs
+  0.3-3% faster than single CTAs, 128x128 tiles 6-12% slower (not compiled)."""
+  return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
 
 
 def _launch(ops, results, trans_a, trans_b, code: int, settings):
@@ -75,7 +78,7 @@ def _launch(ops, results, trans_a, trans_b, code: int, settings):
   batch = math.prod(d.shape[:-2])
   k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
   plain, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=True)
-  cfg = dact_config(plain)
+  cfg = dact_config(plain, m)
   attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), activation=np.int32(code),
                **cfg.attributes())
   _explain.note_launch(TARGET, ops, attrs,

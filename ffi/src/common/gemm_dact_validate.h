@@ -6,8 +6,8 @@
 //                                   split_k, activation: i32
 //
 // a, b, the tiling attributes: jax_sm100_gemm's (validate_gemm), the tiling restricted to
-// the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, 128x128 with
-// cluster_m 1; split_k 1). c and d: a's dtype
+// the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, split_k 1; 128x128
+// measured slower on every shape of benchmarks/bench_dact.py and is not compiled). c and d: a's dtype
 // (bfloat16 or float16), d's shape (M, N) with its batch dims; c broadcasts like the
 // residual's C (batch count 1 or d's). dbias: float32 (N,), or (0,) when not wanted.
 // activation: relu 1, gelu_tanh 2, gelu_erf 3, silu 4 (none has no derivative to fuse).
@@ -42,13 +42,12 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
     return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
                                   std::to_string(activation) + ")");
   }
-  const bool compiled = tiling.block_m == 128 && tiling.split_k == 1 &&
-                        ((tiling.block_n == 256 && (tiling.cluster_m == 1 || tiling.cluster_m == 2)) ||
-                         (tiling.block_n == 128 && tiling.cluster_m == 1));
+  const bool compiled = tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
+                        (tiling.cluster_m == 1 || tiling.cluster_m == 2);
   if (!compiled)
     return Error::InvalidArgument(
-        who + "the dact kernels are compiled for block_m=128 with block_n=256 (cluster_m 1 "
-              "or 2) or block_n=128 (cluster_m 1), split_k=1 (got block_m=" + std::to_string(tiling.block_m) +
+        who + "the dact kernels are compiled for block_m=128, block_n=256, cluster_m 1 or 2, "
+              "split_k=1 (got block_m=" + std::to_string(tiling.block_m) +
         ", block_n=" + std::to_string(tiling.block_n) + ", cluster_m=" +
         std::to_string(tiling.cluster_m) + ", split_k=" + std::to_string(tiling.split_k) + ")");
   GemmProblem pr{};

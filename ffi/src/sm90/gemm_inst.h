@@ -5,7 +5,7 @@
 // four gemm_bias_inst_<in>_<out>.cu files, whose sm90_gemm_bias_launch instantiates the
 // bias/activation kernels (6 tilings x 5 activations per pair; gemm_launch.h declares
 // them extern, so the gemm_inst units do not compile them again), and by the two
-// gemm_dact_inst_<in>.cu files (sm90_gemm_dact_launch: 3 tilings x 4 activations).
+// gemm_dact_inst_<in>.cu files (sm90_gemm_dact_launch: 2 tilings x 4 activations).
 #pragma once
 
 #include <cuda.h>
@@ -306,12 +306,11 @@ std::string sm90_gemm_dact_launch(const GemmProblem& pr, int num_sms, cudaStream
   if (t.split_k == 1 && t.block_m == 128) {
     if (t.block_n == 256 && t.cluster_m == 1) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
     if (t.block_n == 256 && t.cluster_m == 2) return launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
-    if (t.block_n == 128 && t.cluster_m == 1) return launch_dact<Cfg128x128R, T>(pr, num_sms, stream);
   }
   return "no sm90 dact kernel for block_m=" + std::to_string(t.block_m) + ", block_n=" +
          std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m) +
          ", split_k=" + std::to_string(t.split_k) +
-         " (compiled: 128x256 with cluster_m 1 or 2, 128x128 with cluster_m 1; split_k=1)";
+         " (compiled: 128x256 with cluster_m 1 or 2, split_k=1)";
 }
 
 template <class T, class Out>

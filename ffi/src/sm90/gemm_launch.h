@@ -37,9 +37,8 @@ template <class T, class Out>
 std::string sm90_gemm_bias_launch(const GemmProblem& prob, int num_sms, cudaStream_t stream);
 
 /// The activation-backward kernels (prob.dact: d = acc * act'(c), column sums into
-/// prob.dbias) for inputs and output of type T (bf16 or f16), on the tilings 128x256
-/// (cluster 1 or 2) and 128x128 (cluster 1), no split-K (any other tiling returns an
-/// error sentence), and the
+/// prob.dbias) for inputs and output of type T (bf16 or f16), on the tiling 128x256
+/// (cluster 1 or 2), no split-K (any other tiling returns an error sentence), and the
 /// activations relu, gelu_tanh, gelu_erf and silu. Defined in gemm_inst.h, explicitly
 /// instantiated in gemm_dact_inst_<in>.cu.
 template <class T>

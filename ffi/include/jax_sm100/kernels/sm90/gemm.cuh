@@ -293,6 +293,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     float acc[Cfg::kWgTileN / 2];
     uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
+    float* col_sums = nullptr;  // dact: this warpgroup's (4, kWgTileN) column sums
+    if constexpr (Cfg::kDact) col_sums = reinterpret_cast<float*>(smem + Cfg::kSumOffset) + w * 4 * Cfg::kWgTileN;
 
     for (int t = sched.first; t < sched.count(); t += sched.stride) {
       int b, mt, nt;
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
         }
         if constexpr (Cfg::kDact) {
-          if (p.dbias != nullptr) add_column_sums(p.dbias, col_sum, col0 + c * kEpiN, p.n, lane);
+          if (p.dbias != nullptr) reduce_column_sums(col_sum);
         }
         if constexpr (!Cfg::kResidual) {
           // Plain: store a group once all of its chunks are in shared memory.
@@ -382,6 +384,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
         named_barrier_sync(1 + w, 128);
+        if constexpr (Cfg::kDact) {
+          // After the barrier: every thread has finished the previous tile's flush.
+          if (p.dbias != nullptr) stage_column_sums(col_sums + warp_wg * Cfg::kWgTileN, col_sum, c * kEpiN, lane);
+        }
         if (tid_wg == 0) {
           ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
           ptx::tma_store_commit_group();
@@ -394,6 +400,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
         }
         if constexpr (Cfg::kResidual) epi.consumer_step();
+      }
+      if constexpr (Cfg::kDact) {
+        if (p.dbias != nullptr) {
+          named_barrier_sync(1 + w, 128);  // every warp's sums of the tile are staged
+          flush_column_sums<Cfg::kWgTileN>(col_sums, p.dbias, col0, p.n, tid_wg);
+        }
       }
       if constexpr (Cfg::kResidual) {
         // Free the tile's last C stage so the load warp can run ahead into the next tile.

@@ -115,7 +115,7 @@ struct GemmBiasConfig : Base {
 /// C the saved pre-activation z (for relu, z or act(z)) -- the input gradient of a layer
 /// below an activation, dz = (g @ W^T) * act'(z), in the GEMM that computes g. Column
 /// sums of D (the bias gradient) go to GemmParams::dbias when it is not null. Same
-/// stages, C ring and in-place D staging as Base.
+/// stages, C ring and in-place D staging as Base, plus the column sums' staging area.
 template <class Base, Activation A>
 struct GemmDactConfig : Base {
   static_assert(Base::kResidual, "the dact epilogue reads C through the epilogue-load pipeline");
@@ -124,6 +124,12 @@ struct GemmDactConfig : Base {
                 "an activation with a derivative other than 1");
   static constexpr bool kDact = true;
   static constexpr Activation kActivation = A;
+  // Each consumer warpgroup's (4 warps, kWgTileN) f32 column sums of the tile
+  // (gemm_bias_epilogue.cuh, "bias gradient"), after the barriers.
+  static constexpr uint32_t kSumOffset = (Base::kBarOffset + Base::kBarBytes + 15) / 16 * 16;
+  static constexpr uint32_t kSumBytes = Base::kNumWG * 4 * Base::kWgTileN * 4;
+  static constexpr uint32_t smem_bytes() { return kSumOffset + kSumBytes + 1024; }
+  static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
 };
 
 namespace detail {
