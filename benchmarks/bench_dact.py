@@ -7,8 +7,7 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
               backward runs where the dispatch sends the product to XLA)
   gemm        our plain GEMM (jax_sm100_gemm) then the same XLA pass
   dot_only    XLA's dot alone (the product without the activation's backward)
-  dact:<tile> our dact kernel with the bias gradient, per tiling (block_n, cluster_m,
-              C-ring depth)
+  dact:<tile> our dact kernel with the bias gradient, per tiling (block_n, cluster_m)
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
 
     python benchmarks/bench_dact.py [--shapes 8192x4096x4096,8192x4096x16] [--act gelu]
@@ -32,7 +31,7 @@ import numpy as np  # noqa: E402
 import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 
-TILINGS = ((256, 1, 4), (256, 2, 4), (256, 1, 6), (256, 2, 6))  # (block_n, cluster_m, c_stages)
+TILINGS = ((256, 1), (256, 2))
 
 
 def _attrs(block_n, cluster_m, **kw):
@@ -59,13 +58,12 @@ def variants(m, n, act):
         g, w, **_attrs(256, 2))
 
   out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "dot_only": lambda g, w, z: xla_dot(g, w)}
-  for bn, cm, cs in TILINGS:
+  for bn, cm in TILINGS:
     for wants, tag in ((True, "dact"), (False, "nodb")):
       res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
              jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
-      out[f"{tag}:{bn}c{cm}s{cs}"] = (lambda res, bn, cm, cs: lambda g, w, z: jax.ffi.ffi_call(
-          "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(bn, cm, activation=code,
-                                                       c_stages=np.int32(cs))))(res, bn, cm, cs)
+      out[f"{tag}:{bn}c{cm}"] = (lambda res, bn, cm: lambda g, w, z: jax.ffi.ffi_call(
+          "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(bn, cm, activation=code)))(res, bn, cm)
   return out
 
 

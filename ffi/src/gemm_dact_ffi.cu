@@ -3,7 +3,7 @@
 //
 //   (a, b, c) -> (d, dbias)   attrs trans_a: bool, trans_b: bool,
 //                                   block_m, block_n, cluster_m, group_m, split_k,
-//                                   activation, c_stages: i32
+//                                   activation: i32
 //
 //   d = round(acc * act'(c)), acc the fp32 accumulation of op(a) @ op(b), c the saved
 //   pre-activation z (relu: z or act(z)); dbias[j] = the fp32 sum of column j of the
@@ -49,12 +49,11 @@ ffi::Error gemm_dact_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
                           ffi::AnyBuffer c, ffi::Result<ffi::AnyBuffer> d,
                           ffi::Result<ffi::AnyBuffer> dbias, bool trans_a, bool trans_b,
                           int32_t block_m, int32_t block_n, int32_t cluster_m, int32_t group_m,
-                          int32_t split_k, int32_t activation,
-                          int32_t c_stages) {
+                          int32_t split_k, int32_t activation) {
   GemmProblem pr{};
   ffi::Error verr = jax_sm100::host::validate_gemm_dact(
       kName, a, b, c, &(*d), &(*dbias), trans_a, trans_b,
-      GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, c_stages, &pr);
+      GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, &pr);
   if (verr.failure()) return verr;
   DeviceInfo dev;
   const std::string err = jax_sm100::host::current_device(&dev);

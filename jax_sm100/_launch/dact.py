@@ -72,17 +72,6 @@ def dact_config(cfg: tuning.GemmConfig, m: int) -> tuning.GemmConfig:
   return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
 
 
-# K up to this many elements: the C ring of 6 stages (2 input stages) instead of 4 (3).
-SHORT_K = 128
-
-
-def c_stages(k: int) -> int:
-  """The dact kernel's C-ring depth for a launch of contraction size k: with a short K the
-  epilogue (load z, multiply, store dz) is the whole work, and more of z in flight keeps
-  the loads ahead of it; a long K needs the third input stage."""
-  return 6 if k <= SHORT_K else 4
-
-
 def _launch(ops, results, trans_a, trans_b, code: int, settings):
   d = results[0]
   m, n = d.shape[-2:]
@@ -90,12 +79,11 @@ def _launch(ops, results, trans_a, trans_b, code: int, settings):
   k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
   plain, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=True)
   cfg = dact_config(plain, m)
-  stages = c_stages(k)
   attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), activation=np.int32(code),
-               c_stages=np.int32(stages), **cfg.attributes())
+               **cfg.attributes())
   _explain.note_launch(TARGET, ops, attrs,
                        f"{m}x{n}x{k}, batch {batch}: {why}; dact tiling "
-                       f"{cfg.block_m}x{cfg.block_n}c{cfg.cluster_m}, {stages} C stages")
+                       f"{cfg.block_m}x{cfg.block_n}")
   return jax.ffi.ffi_call(TARGET, results, vmap_method="broadcast_all")(*ops, **attrs)
 
 

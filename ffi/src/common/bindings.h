@@ -130,8 +130,7 @@ auto gemm_dact(B&& b) {
       .template Attr<int32_t>("cluster_m")
       .template Attr<int32_t>("group_m")
       .template Attr<int32_t>("split_k")
-      .template Attr<int32_t>("activation")
-      .template Attr<int32_t>("c_stages");
+      .template Attr<int32_t>("activation");
 }
 
 /// jax_sm100_fp8_gemm_bias: a, a_scale, b, b_scale, bias (f32 (N,) or (0,)) -> d (bf16).

@@ -3,7 +3,7 @@
 // No CUDA headers here.
 //
 //   (a, b, c) -> (d, dbias)   attrs trans_a, trans_b, block_m, block_n, cluster_m, group_m,
-//                                   split_k, activation, c_stages: i32
+//                                   split_k, activation: i32
 //
 // a, b, the tiling attributes: jax_sm100_gemm's (validate_gemm), the tiling restricted to
 // the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, split_k 1; 128x128
@@ -11,8 +11,6 @@
 // (bfloat16 or float16), d's shape (M, N) with its batch dims; c broadcasts like the
 // residual's C (batch count 1 or d's). dbias: float32 (N,), or (0,) when not wanted.
 // activation: relu 1, gelu_tanh 2, gelu_erf 3, silu 4 (none has no derivative to fuse).
-// c_stages: the depth of the kernel's C ring, 4 (with 3 input stages) or 6 (with 2: more
-// of z in flight where a short K leaves the epilogue the whole work).
 // Numerics: d = round(acc * act'(c)) with acc the fp32 accumulation of op(a) @ op(b) and
 // act' in fp32 on c; dbias[j] = the fp32 sum over every row and batch entry of the
 // unrounded acc * act'(c) of column j.
@@ -34,7 +32,7 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
                                           const xla::ffi::AnyBuffer& c, xla::ffi::AnyBuffer* d,
                                           xla::ffi::AnyBuffer* dbias, bool trans_a, bool trans_b,
                                           const GemmTiling& tiling, int32_t activation,
-                                          int32_t c_stages, GemmProblem* out) {
+                                          GemmProblem* out) {
   using xla::ffi::Error;
   const std::string who = std::string(name) + ": ";
   if (activation < 1 || activation >= kernels::kNumActivations) {
@@ -52,9 +50,6 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
               "split_k=1 (got block_m=" + std::to_string(tiling.block_m) +
         ", block_n=" + std::to_string(tiling.block_n) + ", cluster_m=" +
         std::to_string(tiling.cluster_m) + ", split_k=" + std::to_string(tiling.split_k) + ")");
-  if (c_stages != 4 && c_stages != 6)
-    return Error::InvalidArgument(who + "c_stages must be 4 (3 input stages) or 6 (2 input "
-                                        "stages, for a short K); got " + std::to_string(c_stages));
   GemmProblem pr{};
   Error err = validate_gemm(name, a, b, &c, d, trans_a, trans_b, 1.0f, 1.0f, tiling, &pr);
   if (err.failure()) return err;
@@ -69,7 +64,6 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
   pr.dact = true;
   pr.dbias = bd[0] != 0 ? static_cast<float*>(dbias->untyped_data()) : nullptr;
   pr.activation = activation;
-  pr.c_stages = c_stages;
   *out = pr;
   return Error::Success();
 }

@@ -50,7 +50,6 @@ struct GemmProblem {
   // with c the saved pre-activation, and the column sums of d added to `dbias`.
   bool dact = false;
   float* dbias = nullptr;  ///< (n,) f32, zeroed by the handler; null: not wanted
-  int c_stages = 4;        ///< dact: the C ring's depth, 4 (3 input stages) or 6 (2)
 
   /// No output element to write (the handler returns at once).
   bool empty() const { return m == 0 || n == 0 || batch == 0; }

@@ -59,12 +59,11 @@ void run_batch(const GemmProblem& p, int64_t bi) {
 ffi::Error gemm_dact_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer c,
                           ffi::Result<ffi::AnyBuffer> d, ffi::Result<ffi::AnyBuffer> dbias,
                           bool trans_a, bool trans_b, int32_t block_m, int32_t block_n,
-                          int32_t cluster_m, int32_t group_m, int32_t split_k, int32_t activation,
-                          int32_t c_stages) {
+                          int32_t cluster_m, int32_t group_m, int32_t split_k, int32_t activation) {
   GemmProblem pr{};
   ffi::Error err = jax_sm100::host::validate_gemm_dact(
       "jax_sm100_gemm_dact", a, b, c, &(*d), &(*dbias), trans_a, trans_b,
-      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, c_stages, &pr);
+      jax_sm100::host::GemmTiling{block_m, block_n, cluster_m, group_m, split_k}, activation, &pr);
   if (err.failure()) return err;
   if (pr.dbias != nullptr) std::fill(pr.dbias, pr.dbias + pr.n, 0.0f);
   if (pr.empty()) return err;

@@ -5,8 +5,7 @@
 // four gemm_bias_inst_<in>_<out>.cu files, whose sm90_gemm_bias_launch instantiates the
 // bias/activation kernels (6 tilings x 5 activations per pair; gemm_launch.h declares
 // them extern, so the gemm_inst units do not compile them again), and by the two
-// gemm_dact_inst_<in>.cu files (sm90_gemm_dact_launch: 2 tilings x 2 rings x 4
-// activations).
+// gemm_dact_inst_<in>.cu files (sm90_gemm_dact_launch: 2 tilings x 4 activations).
 #pragma once
 
 #include <cuda.h>
@@ -48,9 +47,6 @@ using Cfg64x64R = sm90::GemmConfig<64, 64, 11, 4, 1>;
 // 2-CTA clusters with B multicast.
 using Cfg128x256C2 = sm90::GemmConfig<128, 256, 3, 0, 2, 2>;
 using Cfg128x256RC2 = sm90::GemmConfig<128, 256, 3, 4, 2, 2>;
-// The dact kernels' short-K ring: 2 input stages, 6 C stages (GemmProblem::c_stages).
-using Cfg128x256R6 = sm90::GemmConfig<128, 256, 2, 6>;
-using Cfg128x256R6C2 = sm90::GemmConfig<128, 256, 2, 6, 2, 2>;
 using Cfg128x128C2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2>;
 using Cfg128x128RC2 = sm90::GemmConfig<128, 128, 5, 4, 2, 2>;
 // The bias/activation kernels: sm90::GemmBiasConfig<plain config, activation>, the plain
@@ -308,13 +304,8 @@ std::string sm90_gemm_dact_launch(const GemmProblem& pr, int num_sms, cudaStream
   if (!pr.dact || pr.c == nullptr) return "the dact epilogue needs its C operand";
   const GemmTiling& t = pr.tiling;
   if (t.split_k == 1 && t.block_m == 128) {
-    const bool deep = pr.c_stages == 6;
-    if (t.block_n == 256 && t.cluster_m == 1)
-      return deep ? launch_dact<Cfg128x256R6, T>(pr, num_sms, stream)
-                  : launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
-    if (t.block_n == 256 && t.cluster_m == 2)
-      return deep ? launch_dact<Cfg128x256R6C2, T>(pr, num_sms, stream)
-                  : launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
+    if (t.block_n == 256 && t.cluster_m == 1) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
+    if (t.block_n == 256 && t.cluster_m == 2) return launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
   }
   return "no sm90 dact kernel for block_m=" + std::to_string(t.block_m) + ", block_n=" +
          std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m) +
