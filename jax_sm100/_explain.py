@@ -100,7 +100,8 @@ def _ffi_calls(jaxpr):
 def _config(target: str, attrs: dict):
   from jax_sm100 import tuning
   try:
-    if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_gemm_bias"):
+    if target in ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_gemm_bias",
+                  "jax_sm100_gemm_dact"):
       return tuning.GemmConfig(*(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m",
                                                           "group_m", "split_k")))
     if target in ("jax_sm100_fp8_gemm", "jax_sm100_fp8_gemm_residual", "jax_sm100_fp8_gemm_bias"):
