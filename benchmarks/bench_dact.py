@@ -6,6 +6,8 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
   xla         XLA's dot, then XLA's pass for dz and its column sums (what an unfused
               backward runs where the dispatch sends the product to XLA)
   gemm        our plain GEMM (jax_sm100_gemm) then the same XLA pass
+  formula     the launch layer's formula (what mlp runs without the kernel), as XLA
+              compiles it: the fp32 product times act'(z), rounded, and its column sums
   dot_only    XLA's dot alone (the product without the activation's backward)
   dact:<tile> our dact kernel with the bias gradient, per tiling (block_n, cluster_m)
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
@@ -30,6 +32,7 @@ import numpy as np  # noqa: E402
 
 import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
+from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
 TILINGS = ((256, 1), (256, 2))
 
@@ -57,7 +60,9 @@ def variants(m, n, act):
     return jax.ffi.ffi_call("jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(
         g, w, **_attrs(256, 2))
 
-  out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "dot_only": lambda g, w, z: xla_dot(g, w)}
+  formula = lambda g, w, z: _launch_dact.reference(g, w, z, False, True, name)
+  out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "formula": formula,
+         "dot_only": lambda g, w, z: xla_dot(g, w)}
   for bn, cm in TILINGS:
     for wants, tag in ((True, "dact"), (False, "nodb")):
       res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),

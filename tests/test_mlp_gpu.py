@@ -9,8 +9,6 @@ inputs; the error measure is ||out - ref|| / ||ref||, NaN never passes.
 from __future__ import annotations
 
 import functools
-import os
-import secrets
 
 import numpy as np
 import pytest
@@ -21,34 +19,12 @@ import jax.numpy as jnp  # noqa: E402
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
 from conftest import act64, act64_derivative  # noqa: E402
+from test_matmul_bias_gpu import _f64, _rand, _rel_err, _rng  # noqa: E402  (fresh seeds)
 
 TARGET = "jax_sm100_gemm_dact"
 CODES = {"relu": 1, "gelu": 2, "gelu_exact": 3, "silu": 4}
 
 pytestmark = pytest.mark.gpu
-
-_seed = [int(os.environ.get("JAX_SM100_TEST_SEED", secrets.randbits(31)))]
-print(f"test_mlp_gpu: base seed {_seed[0]}")
-
-
-def _rng():
-  _seed[0] += 1
-  return np.random.default_rng(_seed[0])
-
-
-def _rand(shape, dtype, rng, scale=1.0):
-  return jnp.asarray(rng.standard_normal(shape, dtype=np.float32) * scale).astype(dtype)
-
-
-def _f64(x):
-  return np.asarray(jnp.asarray(x).astype(jnp.float32), dtype=np.float64)
-
-
-def _rel_err(out, ref):
-  out = _f64(out)
-  assert out.shape == ref.shape, (out.shape, ref.shape)
-  assert np.all(np.isfinite(out)), f"{np.sum(~np.isfinite(out))} non-finite outputs"
-  return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
 def test_target_is_registered():

@@ -7,15 +7,14 @@
 // accumulated in fp32 in K order; D = fma(beta, C, alpha * acc) in fp32, rounded once
 // (to nearest even) to d's dtype. beta == 0: C is never read. K == 0: D = beta * C, or
 // zeros. The tile attributes are validated as on the GPU, then ignored.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "common/bindings.h"
 #include "common/gemm_validate.h"
+#include "cpu/gemm_rows.h"
 #include "cpu/numerics.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -27,34 +26,18 @@ namespace {
 using jax_sm100::host::GemmProblem;
 using Problem = GemmProblem;
 
-/// D of one batch entry: acc rows of fp32 over n (each element summed in K order).
+/// D of one batch entry: alpha * acc (+ beta * C) per element, rounded once.
 void run_batch(const Problem& p, int64_t bi) {
-  const int64_t m = p.m, n = p.n, k = p.k;
-  const int64_t a_off = p.a_batched ? bi * m * k : 0;
-  const int64_t b_off = p.b_batched ? bi * k * n : 0;
-  const int64_t c_off = p.c_batched ? bi * m * n : 0;
-  const int64_t d_off = bi * m * n;
-  // B as fp32 (K, N), row-major, so that the inner loop runs over contiguous n.
-  std::vector<float> bt(static_cast<size_t>(k * n));
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j)
-      bt[kk * n + j] = jax_sm100::cpu::load(p.b, b_off + (p.trans_b ? j * k + kk : kk * n + j), p.in_type);
-  std::vector<float> arow(static_cast<size_t>(k)), acc(static_cast<size_t>(n));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t kk = 0; kk < k; ++kk)
-      arow[kk] = jax_sm100::cpu::load(p.a, a_off + (p.trans_a ? kk * m + i : i * k + kk), p.in_type);
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float av = arow[kk];
-      const float* brow = &bt[kk * n];
-      for (int64_t j = 0; j < n; ++j) acc[j] += av * brow[j];  // exact product, fp32 sum
-    }
+  const int64_t n = p.n;
+  const int64_t c_off = p.c_batched ? bi * p.m * n : 0;
+  const int64_t d_off = bi * p.m * n;
+  jax_sm100::cpu::for_each_row(p, bi, [&](int64_t i, const float* acc) {
     for (int64_t j = 0; j < n; ++j) {
       float v = p.alpha * acc[j];
       if (p.c != nullptr) v = std::fma(p.beta, jax_sm100::cpu::load(p.c, c_off + i * n + j, p.out_type), v);
       jax_sm100::cpu::store(p.d, d_off + i * n + j, p.out_type, v);
     }
-  }
+  });
 }
 
 /// K == 0: nothing to contract, D = beta * C (residual term) or zeros.

@@ -9,10 +9,10 @@
 // validated as on the GPU, then ignored.
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "common/bindings.h"
 #include "common/gemm_dact_validate.h"
+#include "cpu/gemm_rows.h"
 #include "cpu/numerics.h"
 #include "jax_sm100/kernels/common/activation.h"
 #include "targets.h"
@@ -25,35 +25,19 @@ namespace {
 using jax_sm100::host::GemmProblem;
 using jax_sm100::kernels::Activation;
 
-/// One batch entry: each row's fp32 accumulators, then the epilogue per element.
+/// One batch entry: the epilogue on each row's fp32 accumulators.
 void run_batch(const GemmProblem& p, int64_t bi) {
-  using jax_sm100::cpu::load;
-  using jax_sm100::cpu::store;
-  const int64_t m = p.m, n = p.n, k = p.k;
-  const int64_t a_off = p.a_batched ? bi * m * k : 0;
-  const int64_t b_off = p.b_batched ? bi * k * n : 0;
-  const int64_t c_off = p.c_batched ? bi * m * n : 0;
-  const int64_t d_off = bi * m * n;
+  const int64_t n = p.n, d_off = bi * p.m * n;
+  const int64_t c_off = p.c_batched ? bi * p.m * n : 0;
   const Activation act = static_cast<Activation>(p.activation);
-  std::vector<float> bk(static_cast<size_t>(k * n));  // B as fp32 (K, N), row-major
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j)
-      bk[kk * n + j] = load(p.b, b_off + (p.trans_b ? j * k + kk : kk * n + j), p.in_type);
-  std::vector<float> acc(static_cast<size_t>(n));
-  for (int64_t i = 0; i < m; ++i) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float av = load(p.a, a_off + (p.trans_a ? kk * m + i : i * k + kk), p.in_type);
-      const float* brow = &bk[kk * n];
-      for (int64_t j = 0; j < n; ++j) acc[j] += av * brow[j];  // exact product, fp32 sum
-    }
+  jax_sm100::cpu::for_each_row(p, bi, [&](int64_t i, const float* acc) {
     for (int64_t j = 0; j < n; ++j) {
-      const float z = load(p.c, c_off + i * n + j, p.out_type);
+      const float z = jax_sm100::cpu::load(p.c, c_off + i * n + j, p.out_type);
       const float x = acc[j] * jax_sm100::kernels::activation_grad(act, z);
-      store(p.d, d_off + i * n + j, p.out_type, x);
+      jax_sm100::cpu::store(p.d, d_off + i * n + j, p.out_type, x);
       if (p.dbias != nullptr) p.dbias[j] += x;
     }
-  }
+  });
 }
 
 ffi::Error gemm_dact_impl(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer c,
