@@ -246,3 +246,19 @@ def test_mlp_bad_input_raises_before_running(kwargs, exc, msg):
     return
   with pytest.raises(exc, match=re.escape(msg)):
     jax_sm100.mlp(x, ws, bs, **args)
+
+
+def test_mlp_per_example_grads_under_vmap(path, rng):
+  # vmap of grad: each example's own weight and bias gradients (the dact launch's batching
+  # rule gives one row of bias sums per entry), against a loop over the examples.
+  x = random_array(rng, (3, 6, 16), BF16)
+  ws = [random_array(rng, (16, 32), BF16, scale=0.25), random_array(rng, (32, 8), BF16, scale=0.2)]
+  bs = [random_array(rng, (32,), F32), random_array(rng, (8,), F32)]
+  t = random_array(rng, (3, 6, 8), F32)
+  op = lambda x, ws, bs: jax_sm100.mlp(x, ws, bs, activation="silu")
+  g = jax.jit(jax.vmap(jax.grad(loss_fn(op), (1, 2)), in_axes=(0, None, None, 0)))
+  got = g(x, ws, bs, t)
+  for i in range(3):
+    want = jax.jit(jax.grad(loss_fn(op), (1, 2)))(x[i], ws, bs, t[i])
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+      assert rel(a[i], f64(b)) < 2e-2, rel(a[i], f64(b))
