@@ -32,6 +32,10 @@ SCRIPT = textwrap.dedent("""
                                              jnp.zeros((384, 512), jnp.bfloat16)).as_text()
     assert "block_m" in hlo_mm and "group_m" in hlo_mm, hlo_mm
     cluster_gemm = jax.ffi.ffi_call("jax_sm100_gemm", jax.ShapeDtypeStruct((256, 512), jnp.bfloat16))
+    # The dact handler zeroes its bias-gradient sums with a memset on the stream: replayed
+    # from a graph, a missing memset would accumulate over the calls.
+    dact = jax.ffi.ffi_call("jax_sm100_gemm_dact", (jax.ShapeDtypeStruct((256, 512), jnp.bfloat16),
+                                                   jax.ShapeDtypeStruct((512,), jnp.float32)))
 
     @jax.jit
     def f(a, b, c, x, w):
@@ -42,7 +46,10 @@ SCRIPT = textwrap.dedent("""
         e = cluster_gemm(a, b, trans_a=False, trans_b=False, block_m=np.int32(128),
                          block_n=np.int32(128), cluster_m=np.int32(2), group_m=np.int32(3),
                          split_k=np.int32(1))
-        return d, r, q, s, y, e
+        g, gsum = dact(a, b, c, trans_a=False, trans_b=False, block_m=np.int32(128),
+                       block_n=np.int32(256), cluster_m=np.int32(2), group_m=np.int32(8),
+                       split_k=np.int32(1), activation=np.int32(2))  # gelu_tanh
+        return d, r, q, s, y, e, g, gsum
 
     text = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in
                      [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])).as_text()
@@ -53,16 +60,20 @@ SCRIPT = textwrap.dedent("""
     # bf16 products: bf16 rounding of inputs/outputs (~1e-2 bound); FP8 (e4m3, 3 mantissa
     # bits): elementwise error up to 2^-4, ~2-3% in norm, so 6e-2 against the exact product.
     bound = {"matmul": 1e-2, "residual": 1e-2, "cluster": 1e-2, "fp8_dot": 6e-2,
-             "quantize": 6e-2}
+             "quantize": 6e-2, "dact": 1e-2, "dact_sums": 1e-2}
     worst = dict.fromkeys(bound, 0.0)
     for i in range(6):  # distinct buffers every call
         a, b, c, x, w = (jnp.asarray(rng.standard_normal(s), jnp.bfloat16) for s in
                          [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])
-        d, r, q, s, y, e = jax.block_until_ready(f(a, b, c, x, w))
+        d, r, q, s, y, e, g, gsum = jax.block_until_ready(f(a, b, c, x, w))
         A, B, C, X, W = (np.asarray(v, np.float64) for v in (a, b, c, x, w))
+        t = np.tanh(np.sqrt(2 / np.pi) * (C + 0.044715 * C ** 3))
+        gelu_d = 0.5 * (1 + t) + 0.5 * C * (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * C * C)
+        G = (A @ B) * gelu_d
         deq = np.asarray(q, np.float64) * np.repeat(np.asarray(s, np.float64), 128, axis=1)[:, :384]
         for name, got, ref in (("matmul", d, A @ B), ("residual", r, 0.5 * (A @ B) + 2.0 * C),
-                               ("cluster", e, A @ B), ("fp8_dot", y, X @ W), ("quantize", deq, X)):
+                               ("cluster", e, A @ B), ("fp8_dot", y, X @ W), ("quantize", deq, X),
+                               ("dact", g, G), ("dact_sums", gsum, G.sum(0))):
             err = np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref)
             worst[name] = max(worst[name], err)
     print("worst relative error", worst)
