@@ -39,14 +39,19 @@ from jax_sm100._launch import partition
 TARGET = "jax_sm100_gemm_dact"
 
 
-def reference(a, b, c, trans_a: bool, trans_b: bool, name: str):
-  """(d, dbias) in plain jax.numpy: x = (op(a) @ op(b), fp32 accumulation) * act'(c) in
-  fp32, d = x rounded once to c's dtype, dbias = sum of x over every axis but the last."""
+def _scaled_product(a, b, c, trans_a: bool, trans_b: bool, name: str):
+  """x = (op(a) @ op(b), fp32 accumulation) * act'(c) in fp32."""
   if trans_a:
     a = jnp.swapaxes(a, -1, -2)
   if trans_b:
     b = jnp.swapaxes(b, -1, -2)
-  x = jnp.matmul(a, b, preferred_element_type=jnp.float32) * _activations.derivative(name, c)
+  return jnp.matmul(a, b, preferred_element_type=jnp.float32) * _activations.derivative(name, c)
+
+
+def reference(a, b, c, trans_a: bool, trans_b: bool, name: str):
+  """(d, dbias) in plain jax.numpy: x = _scaled_product, d = x rounded once to c's dtype,
+  dbias = sum of x over every axis but the last."""
+  x = _scaled_product(a, b, c, trans_a, trans_b, name)
   return x.astype(c.dtype), jnp.sum(x, axis=tuple(range(x.ndim - 1)))
 
 
@@ -128,11 +133,7 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, settings):
       return call(a, b, c), (False, False)
     a, b, c = _gemm._to_front_batch(in_batched, [a, b, c])
     # One row of column sums per batch entry: the formula, summed over each entry's rows.
-    if trans_a:
-      a = jnp.swapaxes(a, -1, -2)
-    if trans_b:
-      b = jnp.swapaxes(b, -1, -2)
-    x = jnp.matmul(a, b, preferred_element_type=jnp.float32) * _activations.derivative(name, c)
+    x = _scaled_product(a, b, c, trans_a, trans_b, name)
     return (x.astype(c.dtype), jnp.sum(x, axis=tuple(range(1, x.ndim - 1)))), (True, True)
 
   return call
