@@ -13,6 +13,8 @@ Variants (hidden layers gelu, the output layer plain Dense):
               derivative and bias gradient in the epilogue of the GEMM above it
   fp8_plain   jax_sm100.flax.Fp8Dense + nn.gelu
   fp8_fused   jax_sm100.flax.Fp8DenseAct(activation="gelu")
+  fp8_block   jax_sm100.flax.Fp8MLPBlock (jax_sm100.fp8_mlp): each gelu and its backward
+              inside the FP8 quantizers that read the layer's output and gradient
 One step: loss and gradients (softmax cross-entropy) and an Adam update, jitted, over
 distinct batches and parameter sets. Wall time (benchmarks/common.time_jax) and GPU time
 (CUPTI, with torch). --kernels adds each variant's GPU time per kernel name (top 25, one
@@ -49,10 +51,10 @@ def make_model(kind, args):
     return train_mlp.MLP(nn.Dense, args.hidden, args.depth, args.classes)
   variant = "fp8" if kind.startswith("fp8") else "bf16"
   return train_mlp.make_model(variant, args.hidden, args.depth, args.classes,
-                              fused=kind.endswith("fused"), block=kind == "block")
+                              fused=kind.endswith("fused"), block=kind.endswith("block"))
 
 
-VARIANTS = ("xla", "plain", "fused", "block", "fp8_plain", "fp8_fused")
+VARIANTS = ("xla", "plain", "fused", "block", "fp8_plain", "fp8_fused", "fp8_block")
 
 
 def make_step(kind, args):
@@ -130,6 +132,7 @@ def main():
     print(f"{kind:10s} wall {rec['wall_us'][kind]:9.1f} us  gpu "
           f"{rec['gpu_us'].get(kind, float('nan')):9.1f} us", flush=True)
   for a, b in (("plain", "fused"), ("plain", "block"), ("fp8_plain", "fp8_fused"),
+               ("fp8_plain", "fp8_block"), ("xla", "fp8_block"),
                ("xla", "block"), ("xla", "fused"),
                ("xla", "fp8_fused")):
     if a in rec["wall_us"] and b in rec["wall_us"]:

@@ -8,10 +8,11 @@ Two variants of the same model:
         blockwise matmuls, forward and backward).
 With --fused the hidden layers are DenseAct / Fp8DenseAct (activation="gelu"): the
 bias add and the gelu run in the GEMM's epilogue (jax_sm100.matmul_bias,
-fp8_dot(bias=, activation=)) instead of in XLA after the layer. With --block (bf16)
-the whole model is one jax_sm100.flax.MLPBlock (jax_sm100.mlp): the forward as --fused,
-and in the backward each gelu's derivative and bias gradient run in the epilogue of the
-GEMM that computes the gradient flowing into it.
+fp8_dot(bias=, activation=)) instead of in XLA after the layer. With --block the whole
+model is one jax_sm100.flax.MLPBlock (bf16, jax_sm100.mlp: the forward as --fused, and in
+the backward each gelu's derivative and bias gradient in the epilogue of the GEMM that
+computes the gradient flowing into it) or Fp8MLPBlock (fp8, jax_sm100.fp8_mlp: each gelu
+and its backward inside the FP8 quantizers that read the layer's output and gradient).
 The task: classify Gaussian inputs by the argmax of a fixed random "teacher"
 MLP (learnable, fresh batches every step). Prints the loss every --log-every
 steps and the backend that ran; exits 1 if a variant's loss did not decrease.
@@ -33,7 +34,7 @@ import optax
 from flax import linen as nn
 
 import jax_sm100
-from jax_sm100.flax import Dense, DenseAct, Fp8Dense, Fp8DenseAct, MLPBlock
+from jax_sm100.flax import Dense, DenseAct, Fp8Dense, Fp8DenseAct, Fp8MLPBlock, MLPBlock
 
 
 class MLP(nn.Module):
@@ -59,25 +60,26 @@ LAYERS = {"bf16": (Dense, DenseAct), "fp8": (Fp8Dense, Fp8DenseAct)}
 
 
 class Block(nn.Module):
-  """The same model as one MLPBlock (bf16; its output cast to f32 as MLP's)."""
+  """The same model as one MLPBlock, or Fp8MLPBlock with fp8 (its output cast to f32 as
+  MLP's)."""
   hidden: int
   depth: int
   classes: int
+  fp8: bool = False
 
   @nn.compact
   def __call__(self, x):
-    y = MLPBlock((self.hidden,) * self.depth + (self.classes,), activation="gelu",
-                 dtype=jnp.bfloat16)(x)
+    block = Fp8MLPBlock if self.fp8 else MLPBlock
+    y = block((self.hidden,) * self.depth + (self.classes,), activation="gelu",
+              dtype=jnp.bfloat16)(x)
     return y.astype(jnp.float32)
 
 
 def make_model(variant, hidden, depth, classes, fused=False, block=False):
   """The example's MLP for a variant ('bf16' or 'fp8'), hidden layers fused or not, or
-  (block, bf16) the whole model as one MLPBlock."""
+  (block) the whole model as one MLPBlock / Fp8MLPBlock."""
   if block:
-    if variant != "bf16":
-      raise ValueError("--block has a bf16 form only (jax_sm100.mlp)")
-    return Block(hidden, depth, classes)
+    return Block(hidden, depth, classes, fp8=variant == "fp8")
   dense, act_dense = LAYERS[variant]
   return MLP(dense, hidden, depth, classes, act_dense if fused else None)
 
@@ -91,7 +93,7 @@ def make_teacher(key, d_in, classes):
 
 def train(variant, args):
   model = make_model(variant, args.hidden, args.depth, args.classes, args.fused,
-                     getattr(args, "block", False) and variant == "bf16")
+                     getattr(args, "block", False))
   key = jax.random.key(args.seed)
   k_teacher, k_init, k_data = jax.random.split(key, 3)
   teacher = make_teacher(k_teacher, args.d_in, args.classes)
@@ -167,7 +169,8 @@ def main(argv=None):
   p.add_argument("--fused", action="store_true",
                  help="hidden layers DenseAct / Fp8DenseAct (bias + gelu in the GEMM epilogue)")
   p.add_argument("--block", action="store_true",
-                 help="bf16: the model as one MLPBlock (jax_sm100.mlp, fused backward)")
+                 help="the model as one MLPBlock (bf16, jax_sm100.mlp) or Fp8MLPBlock "
+                      "(fp8, jax_sm100.fp8_mlp)")
   p.add_argument("--json", help="write the loss curves (and device, backend) to this JSON file")
   p.add_argument("--png", help="plot the loss curves to this PNG file (needs matplotlib)")
   args = p.parse_args(argv)

@@ -9,7 +9,8 @@ Public ops (all jittable, vmappable, reverse-mode differentiable where noted):
   autotune() (measure shapes on this GPU and cache the fastest path).
   Fused bias/activation epilogue: matmul_bias (act(a @ b + bias)); mlp (a stack of
   such layers whose backward fuses each activation's derivative and bias gradient into
-  the GEMM above it).
+  the GEMM above it); fp8_mlp (that stack in FP8, each activation and its backward
+  inside the FP8 quantizers).
 Flax glue lives in `jax_sm100.flax` (imported on first access; needs flax).
 
 Every op runs the compiled kernel when backend() is 'sm90'/'sm100', the op has a
@@ -33,7 +34,7 @@ from jax_sm100._fp8 import fp8_blockwise_matmul, fp8_dot, quantize_fp8_blockwise
 from jax_sm100._grouped import (fp8_grouped_matmul, fp8_ragged_dot, ragged_dot,
                                ragged_dot_general)
 from jax_sm100._matmul import matmul, matmul_residual
-from jax_sm100._mlp import mlp
+from jax_sm100._mlp import fp8_mlp, mlp
 from jax_sm100._mxfp8 import mxfp8_dot, mxfp8_dot_general, mxfp8_matmul, quantize_mxfp8
 from jax_sm100.autotune import autotune  # the function (the module: sys.modules)
 
@@ -47,7 +48,7 @@ __all__ = [
     "fp8_dot", "fp8_dot_general", "matmul", "matmul_residual", "mxfp8_dot",
     "mxfp8_dot_general", "mxfp8_matmul", "quantize_fp8_blockwise", "quantize_mxfp8",
     "tuning",
-    "matmul_bias", "mlp",
+    "matmul_bias", "mlp", "fp8_mlp",
     "fp8_grouped_matmul", "fp8_ragged_dot", "ragged_dot", "ragged_dot_general",
     "autotune",
 ]

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_sm100 import _activations, _autodiff, _backend, _bias, _checks
-from jax_sm100 import _matmul
+from jax_sm100 import _fp8, _fp8_mlp, _matmul
 from jax_sm100._launch import dact as _launch_dact
 
 OP = "mlp"
@@ -94,6 +94,44 @@ def _mlp_bwd(ctx, names, out_dtype, has_bias, res, g):
 _mlp.defvjp(_mlp_fwd, _mlp_bwd)
 
 
+def _validate(op, x, weights, biases, activation, final_activation, out_dtype):
+  """mlp's and fp8_mlp's argument checks: (x2 (M, d_0), leading dims, weights, biases as
+  f32 vectors (or (0,) arrays), canonical names per layer, has_bias, out_dtype)."""
+  if isinstance(weights, jax.Array) or not isinstance(weights, (list, tuple)) or not weights:
+    raise TypeError(f"jax_sm100.{op}: weights must be a non-empty list or tuple of 2-D "
+                    f"arrays; got {type(weights).__name__}.")
+  weights = tuple(jnp.asarray(w) for w in weights)
+  x = jnp.asarray(x)
+  if x.ndim < 1:
+    raise ValueError(f"jax_sm100.{op}: x must have rank >= 1; got shape {x.shape}.")
+  width = x.shape[-1]
+  for l, w in enumerate(weights):
+    if w.ndim != 2 or w.shape[0] != width:
+      raise ValueError(f"jax_sm100.{op}: weights[{l}] must have shape ({width}, d) (its "
+                       f"input width is the previous layer's output); got {w.shape}.")
+    if w.dtype != x.dtype:
+      raise TypeError(f"jax_sm100.{op}: weights[{l}] is {w.dtype.name}, x is "
+                      f"{x.dtype.name}; every weight must have x's dtype.")
+    width = w.shape[1]
+  if biases is not None:
+    if not isinstance(biases, (list, tuple)) or len(biases) != len(weights):
+      raise TypeError(f"jax_sm100.{op}: biases must be None or a list / tuple of "
+                      f"{len(weights)} arrays, one per weight.")
+    vecs = tuple(_checks.bias_vector(f"{op} (biases[{l}])", b, w.shape[1])
+                 for l, (b, w) in enumerate(zip(biases, weights)))
+  hidden = _activations.canonical(op, activation)  # checked even for one layer
+  names = tuple([hidden] * (len(weights) - 1) + [_activations.canonical(op, final_activation)])
+  if x.dtype not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16), np.dtype(np.float32)):
+    raise TypeError(f"jax_sm100.{op}: x must be bfloat16, float16 or float32; got "
+                    f"{x.dtype.name}.")
+  out_dtype = _checks.out_dtype_or(op, out_dtype, x.dtype)
+  has_bias = biases is not None
+  b32 = tuple(v.astype(jnp.float32) for v in vecs) if has_bias else tuple(
+      jnp.zeros((0,), jnp.float32) for _ in weights)
+  return (x.reshape((-1, x.shape[-1])), x.shape[:-1], weights, b32, names, has_bias,
+          out_dtype)
+
+
 def mlp(x, weights, biases=None, *, activation="gelu", final_activation=None,
         out_dtype=None):
   """A stack of dense layers with one fused backward: for l = 1..L,
@@ -118,39 +156,36 @@ def mlp(x, weights, biases=None, *, activation="gelu", final_activation=None,
   flows into it (module docstring); values match matmul_bias layer by layer up to the
   output dtype's rounding.
   """
-  if isinstance(weights, jax.Array) or not isinstance(weights, (list, tuple)) or not weights:
-    raise TypeError(f"jax_sm100.{OP}: weights must be a non-empty list or tuple of 2-D "
-                    f"arrays; got {type(weights).__name__}.")
-  weights = tuple(jnp.asarray(w) for w in weights)
-  x = jnp.asarray(x)
-  if x.ndim < 1:
-    raise ValueError(f"jax_sm100.{OP}: x must have rank >= 1; got shape {x.shape}.")
-  width = x.shape[-1]
-  for l, w in enumerate(weights):
-    if w.ndim != 2 or w.shape[0] != width:
-      raise ValueError(f"jax_sm100.{OP}: weights[{l}] must have shape ({width}, d) (its "
-                       f"input width is the previous layer's output); got {w.shape}.")
-    if w.dtype != x.dtype:
-      raise TypeError(f"jax_sm100.{OP}: weights[{l}] is {w.dtype.name}, x is "
-                      f"{x.dtype.name}; every weight must have x's dtype.")
-    width = w.shape[1]
-  if biases is not None:
-    if not isinstance(biases, (list, tuple)) or len(biases) != len(weights):
-      raise TypeError(f"jax_sm100.{OP}: biases must be None or a list / tuple of "
-                      f"{len(weights)} arrays, one per weight.")
-    vecs = tuple(_checks.bias_vector(f"{OP} (biases[{l}])", b, w.shape[1])
-                 for l, (b, w) in enumerate(zip(biases, weights)))
-  hidden = _activations.canonical(OP, activation)  # checked even for one layer
-  names = tuple([hidden] * (len(weights) - 1) + [_activations.canonical(OP, final_activation)])
-  if x.dtype not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16), np.dtype(np.float32)):
-    raise TypeError(f"jax_sm100.{OP}: x must be bfloat16, float16 or float32; got "
-                    f"{x.dtype.name}.")
-  out_dtype = _checks.out_dtype_or(OP, out_dtype, x.dtype)
-  has_bias = biases is not None
-  b32 = tuple(v.astype(jnp.float32) for v in vecs) if has_bias else tuple(
-      jnp.zeros((0,), jnp.float32) for _ in weights)
-  lead = x.shape[:-1]
-  x2 = x.reshape((-1, x.shape[-1]))
+  x2, lead, weights, b32, names, has_bias, out_dtype = _validate(
+      OP, x, weights, biases, activation, final_activation, out_dtype)
   with _autodiff.reverse_mode_only(OP, x2, *weights, *b32):
     y = _mlp(_backend.context(), names, out_dtype, has_bias, x2, weights, b32)
+  return y.reshape(lead + (weights[-1].shape[1],))
+
+
+def fp8_mlp(x, weights, biases=None, *, activation="gelu", final_activation=None,
+            out_dtype=None):
+  """mlp in FP8: the same stack of dense layers with every product computed as fp8_dot
+  computes it (DeepSeek-V3 blockwise recipe: activations and gradients in 1x128 blocks,
+  weights in 128x128), forward and backward.
+
+  Args and returns as for mlp (weights in x's dtype, biases any float dtype).
+
+  Values: those of the stack of fp8_dot(bias=, activation=) layers, to within the
+  activations' few-fp32-ulp differences from jax.nn's. Where it can (bfloat16 in and
+  out, on sm90 or cpu_ffi), the backward and the activations run inside the FP8
+  quantizers (jax_sm100._fp8_mlp): each hidden layer's output d = act(z) is quantized for
+  the next layer as the quantizer reads z, and its gradient dz = g * act'(z) and bias
+  gradient as the quantizer reads g and z, so neither d nor dz is written. Elsewhere
+  it runs as that stack of fp8_dot layers.
+  """
+  op = "fp8_mlp"
+  x2, lead, weights, b32, names, has_bias, out_dtype = _validate(
+      op, x, weights, biases, activation, final_activation, out_dtype)
+  y = _fp8_mlp.fused(x2, weights, b32, names, has_bias, out_dtype)
+  if y is None:
+    y = x2
+    for l, w in enumerate(weights):
+      y = _fp8.fp8_dot(y, w, bias=b32[l] if has_bias else None, activation=names[l],
+                       out_dtype=out_dtype if l == len(weights) - 1 else x2.dtype)
   return y.reshape(lead + (weights[-1].shape[1],))

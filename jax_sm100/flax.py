@@ -20,6 +20,8 @@ stock layers; they add `activation=` (None, "relu", "gelu", "gelu_tanh", "gelu_e
 MLPBlock (linen): a stack of dense layers as one jax_sm100.mlp call, whose backward fuses
        each hidden activation's derivative and bias gradient into the GEMM above it; its
        parameters are a stack of nn.Dense layers' (Dense_0, Dense_1, ...).
+Fp8MLPBlock (linen): the same as one jax_sm100.fp8_mlp call (FP8 products; each hidden
+       activation and its backward inside the FP8 quantizers), the same parameters.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from jax_sm100 import _activations
 from jax_sm100._bias import matmul_bias
 from jax_sm100._dot_general import _is_default_precision, dot_general, fp8_dot_general
 from jax_sm100._fp8 import fp8_dot
-from jax_sm100._mlp import mlp
+from jax_sm100._mlp import fp8_mlp, mlp
 from jax_sm100._mxfp8 import mxfp8_dot_general
 
 __all__ = ["Dense", "Fp8Dense", "MxFp8Dense", "Linear", "Fp8Linear", "MxFp8Linear",
@@ -230,5 +232,14 @@ class MLPBlock(nn.Module):
       biases.append(b)
       width = int(f)
     promoted = _linen_promote_dtype(inputs, *kernels, dtype=self.dtype)
-    return mlp(promoted[0], list(promoted[1:]), biases if self.use_bias else None,
-               activation=self.activation, final_activation=self.final_activation)
+    op = fp8_mlp if self._fp8 else mlp
+    return op(promoted[0], list(promoted[1:]), biases if self.use_bias else None,
+              activation=self.activation, final_activation=self.final_activation)
+
+  _fp8 = False
+
+
+class Fp8MLPBlock(MLPBlock):
+  """MLPBlock in FP8: one jax_sm100.fp8_mlp call (every product as fp8_dot computes it;
+  each hidden activation and its backward inside the FP8 quantizers). Same parameters."""
+  _fp8 = True

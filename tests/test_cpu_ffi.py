@@ -25,7 +25,8 @@ TARGETS = ("jax_sm100_gemm", "jax_sm100_gemm_residual", "jax_sm100_fp8_gemm",
            "jax_sm100_fp8_gemm_residual", "jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
            "jax_sm100_mxfp8_gemm", "jax_sm100_grouped_gemm", "jax_sm100_kgrouped_gemm",
            "jax_sm100_fp8_grouped_gemm", "jax_sm100_gemm_bias", "jax_sm100_fp8_gemm_bias",
-           "jax_sm100_gemm_dact")
+           "jax_sm100_gemm_dact", "jax_sm100_quantize_fp8_act_dual",
+           "jax_sm100_quantize_fp8_dact_dual")
 needs_cpu_handlers = pytest.mark.skipif(
     not _ffi_registry.registered_cpu_targets() or jax.devices()[0].platform != "cpu",
     reason="needs the extension's CPU handlers and a CPU default device")
@@ -113,6 +114,9 @@ def test_every_op_launches_its_target(cpu_ffi):
   q, s = jax_sm100.quantize_fp8_blockwise(x)
   wq, ws = jax_sm100.quantize_fp8_blockwise(w.T, block=(128, 128))
   gw, sizes = jnp.ones((2, 200, 24), BF16), jnp.array([4, 2], jnp.int32)  # two experts
+  fp8_mlp_grad = (jax.grad(lambda x, w: jnp.sum(jax_sm100.fp8_mlp(
+      x, [w, jnp.ones((24, 8), BF16)], activation="gelu").astype(F32) ** 2), argnums=1),
+      x.astype(BF16), w.astype(BF16))
   cases = {
       "jax_sm100_gemm": (jax_sm100.matmul, a, b),
       "jax_sm100_gemm_residual": (lambda a, b, c: jax_sm100.matmul_residual(a, b, c, beta=0.5),
@@ -135,6 +139,8 @@ def test_every_op_launches_its_target(cpu_ffi):
           x.astype(BF16), w.astype(BF16), bias=jnp.ones(24), activation="silu"), x, w),
       "jax_sm100_gemm_dact": (jax.grad(lambda a, b: jnp.sum(jax_sm100.mlp(
           a, [b, jnp.ones((9, 3), BF16)]).astype(F32) ** 2), argnums=1), a, b),
+      "jax_sm100_quantize_fp8_act_dual": fp8_mlp_grad,
+      "jax_sm100_quantize_fp8_dact_dual": fp8_mlp_grad,
   }
   for target, (f, *args) in cases.items():
     assert f"custom_call @{target}(" in hlo(f, *args), target

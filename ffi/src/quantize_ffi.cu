@@ -33,7 +33,7 @@
 
 #include "common/bindings.h"
 #include "common/device.h"
-#include "common/launch.h"
+#include "common/quantize_dual_launch.cuh"
 #include "common/quantize_problem.h"
 #include "targets.h"
 #include "jax_sm100/kernels/common/quantize_fp8.cuh"
@@ -77,56 +77,8 @@ cudaError_t launch(cudaStream_t stream, int num_sms, const void* x, void* q, flo
   return cudaGetLastError();
 }
 
-/// Runs launch_for(T{}) with T the element type of x (bf16, f16 or f32) and turns the
-/// result into the handler's error, naming `op`.
-template <typename LaunchFor>
-ffi::Error launch_for_input_type(const char* op, ffi::DataType type, LaunchFor launch_for) {
-  jax_sm100::host::ElemType t;
-  ffi::Error type_err = jax_sm100::host::check_quantize_input(op, type, &t);
-  if (type_err.failure()) return type_err;
-  cudaError_t err;
-  switch (t) {
-    case jax_sm100::host::ElemType::kBF16: err = launch_for(__nv_bfloat16{}); break;
-    case jax_sm100::host::ElemType::kF16: err = launch_for(__half{}); break;
-    default: err = launch_for(float{}); break;
-  }
-  if (err != cudaSuccess)
-    return ffi::Error::Internal(std::string(op) + ": CUDA launch failed: " + cudaGetErrorString(err));
-  return ffi::Error::Success();
-}
-
-template <typename T, int kQRows, int kTRows>
-cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
-                        float* scale_t, int64_t rows, int64_t cols, int64_t scale_ld,
-                        int64_t scale_t_ld) {
-  auto kernel = quantize_dual_kernel<T, kQRows, kTRows>;
-  constexpr int kSmem = DualSmem<T>::kBytes;
-  // Above the 48 KB default: opt in once per instantiation and device.
-  using jax_sm100::host::set_smem_limit_once;
-  if (const cudaError_t e = set_smem_limit_once<quantize_dual_kernel<T, kQRows, kTRows>>(kSmem);
-      e != cudaSuccess)
-    return e;
-  const bool aligned_x = (cols % kChunk) == 0 && (reinterpret_cast<uintptr_t>(x) % 16) == 0 &&
-                         (reinterpret_cast<uintptr_t>(q) % 16) == 0;
-  const bool aligned_t = (rows % kChunk) == 0 && (reinterpret_cast<uintptr_t>(qt) % 16) == 0;
-  const int64_t tiles = ((rows + kBlock - 1) / kBlock) * ((cols + kBlock - 1) / kBlock);
-  kernel<<<unsigned(tiles), 256, kSmem, stream>>>(
-      static_cast<const T*>(x), static_cast<uint8_t*>(q), scale, static_cast<uint8_t*>(qt),
-      scale_t, rows, cols, aligned_x, aligned_t, scale_ld, scale_t_ld);
-  return cudaGetLastError();
-}
-
-/// scale_ld / scale_t_ld: 0 = documented layout, else the transposed layout's row length.
-template <typename T>
-cudaError_t launch_dual(cudaStream_t stream, const void* x, void* q, float* scale, void* qt,
-                        float* scale_t, int64_t rows, int64_t cols, int block_rows, int t_block_rows,
-                        int64_t scale_ld, int64_t scale_t_ld) {
-  if (block_rows == kBlock)
-    return launch_dual<T, kBlock, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, 0, 0);
-  return t_block_rows == 1
-             ? launch_dual<T, 1, 1>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, scale_t_ld)
-             : launch_dual<T, 1, kBlock>(stream, x, q, scale, qt, scale_t, rows, cols, scale_ld, 0);
-}
+using jax_sm100::host::launch_dual;
+using jax_sm100::host::launch_for_input_type;
 
 ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t block_rows,
                               int32_t t_block_rows,
@@ -145,9 +97,11 @@ ffi::Error quantize_dual_impl(cudaStream_t stream, ffi::AnyBuffer x, int32_t blo
   float* sp = scale->typed_data();
   float* stp = scale_t->typed_data();
   return launch_for_input_type("quantize_fp8_dual", x.element_type(), [&](auto type) {
-    return launch_dual<decltype(type)>(stream, x.untyped_data(), qp, sp, qtp, stp, p.rows,
-                                       p.cols, p.block_rows, p.t_block_rows, p.scale_ld,
-                                       p.scale_t_ld);
+    using T = decltype(type);
+    const void* xp = x.untyped_data();
+    if (p.block_rows == kBlock) return launch_dual<T, kBlock, kBlock>(stream, p, xp, qp, sp, qtp, stp);
+    return p.t_block_rows == 1 ? launch_dual<T, 1, 1>(stream, p, xp, qp, sp, qtp, stp)
+                               : launch_dual<T, 1, kBlock>(stream, p, xp, qp, sp, qtp, stp);
   });
 }
 

@@ -3,6 +3,11 @@
   jax_sm100_quantize_fp8:       x (R, C) bf16/fp16/f32 -> q (R, C) e4m3 and its scales,
                                 1x128 or 128x128 blocks (attribute block_rows)
   jax_sm100_quantize_fp8_dual:  x and x^T quantized in one pass over x
+  jax_sm100_quantize_fp8_act_dual, jax_sm100_quantize_fp8_dact_dual: the dual
+                                quantization of a layer's activation act(z), or of its
+                                backward g * act'(z) (with that product's column sums),
+                                computed as the kernel reads z (and g): see
+                                `act_quantize_dual`, `dact_quantize_dual`
 
 Bit-identical to jax_sm100._reference.quantize_blockwise. A 1x128 quantization
 can write its scales transposed (attribute scale_transposed): `a_scale_t`, the
@@ -19,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _explain, _reference, _selftest_guard
+from jax_sm100 import _activations, _explain, _reference, _selftest_guard
 from jax_sm100._backend import Context
 from jax_sm100._launch import partition
 from jax_sm100._launch.fp8 import transpose_a_scale
@@ -27,6 +32,8 @@ from jax_sm100._util import cdiv, round_up
 
 TARGET = "jax_sm100_quantize_fp8"
 DUAL_TARGET = "jax_sm100_quantize_fp8_dual"
+ACT_DUAL_TARGET = "jax_sm100_quantize_fp8_act_dual"
+DACT_DUAL_TARGET = "jax_sm100_quantize_fp8_dact_dual"
 BLOCK = _reference.FP8_BLOCK
 E4M3 = np.dtype(jnp.float8_e4m3fn)
 KERNEL_BLOCKS = ((1, BLOCK), (BLOCK, BLOCK))
@@ -196,3 +203,146 @@ def quantize_dual(ctx: Context, x, t_block_rows: int, scale_transposed: bool = F
                                  bool(scale_t_transposed), int(block_rows))(x)
   return (quantize(ctx, x, (block_rows, BLOCK), E4M3, scale_transposed, for_gemm=True),
           quantize(ctx, x.T, (t_block_rows, BLOCK), E4M3, scale_t_transposed, for_gemm=True))
+
+
+# ---------------------------------------------------------------------------
+# The dual quantization with a prologue: a layer's activation, or its backward
+# ---------------------------------------------------------------------------
+
+def _act_values(z, name):
+  """d = act(z) in fp32, rounded to z's dtype: what act_quantize_dual quantizes."""
+  return _activations.apply(name, z.astype(jnp.float32)).astype(z.dtype)
+
+
+def _dact_values(g, z, name):
+  """dz = g * act'(z) in fp32, rounded to g's dtype: what dact_quantize_dual quantizes."""
+  if name == "none":
+    return g
+  return (g.astype(jnp.float32) * _activations.derivative(name, z)).astype(g.dtype)
+
+
+def _block_col_sums(dz):
+  """The fp32 column sums of dz (R, C) per 128-row block: (ceil(R/128), C)."""
+  r, c = dz.shape
+  rp = round_up(r, BLOCK)
+  d = jnp.pad(dz.astype(jnp.float32), ((0, rp - r), (0, 0)))
+  return jnp.sum(d.reshape(rp // BLOCK, BLOCK, c), axis=1)
+
+
+def _act_dual_launch(z, name, scale_transposed, scale_t_transposed):
+  r, c = z.shape
+  out = (jax.ShapeDtypeStruct((r, c), E4M3),
+         jax.ShapeDtypeStruct(_scale_shape(r, c, 1, scale_transposed), np.float32),
+         jax.ShapeDtypeStruct((c, r), E4M3),
+         jax.ShapeDtypeStruct(_scale_shape(c, r, 1, scale_t_transposed), np.float32))
+  attrs = dict(activation=np.int32(_activations.CODES[name]),
+               scale_transposed=np.int32(scale_transposed),
+               scale_t_transposed=np.int32(scale_t_transposed))
+  _explain.note_launch(ACT_DUAL_TARGET, [z], attrs,
+                       f"{name}({r}x{c}) and its transpose in 1x{BLOCK} blocks, one pass")
+  return tuple(jax.ffi.ffi_call(ACT_DUAL_TARGET, out)(z, **attrs))
+
+
+def _dact_dual_launch(g, z, name, scale_transposed):
+  r, c = g.shape
+  out = (jax.ShapeDtypeStruct((r, c), E4M3),
+         jax.ShapeDtypeStruct(_scale_shape(r, c, 1, scale_transposed), np.float32),
+         jax.ShapeDtypeStruct((c, r), E4M3),
+         jax.ShapeDtypeStruct(_scale_shape(c, r, BLOCK, False), np.float32),
+         jax.ShapeDtypeStruct((cdiv(r, BLOCK), c), np.float32))
+  attrs = dict(activation=np.int32(_activations.CODES[name]),
+               scale_transposed=np.int32(scale_transposed))
+  _explain.note_launch(DACT_DUAL_TARGET, [g, z], attrs,
+                       f"g * {name}'(z) ({r}x{c}) in 1x{BLOCK} blocks, its transpose in "
+                       f"{BLOCK}x{BLOCK} blocks and its column sums, one pass")
+  return tuple(jax.ffi.ffi_call(DACT_DUAL_TARGET, out)(g, z, **attrs))
+
+
+@functools.lru_cache(maxsize=None)
+def _act_dual_kernel(name: str, scale_transposed: bool, scale_t_transposed: bool):
+  """act_quantize_dual's launch as a custom_vmap function: under vmap the activation runs
+  as an XLA pass and the dual quantization's own batching rule takes over."""
+  spec = partition.quantize_dual_spec(1, 1, scale_transposed, scale_t_transposed)
+
+  @custom_vmap
+  def call(z):
+    q, s, qt, st = partition.sharded_call(
+        lambda z: _act_dual_launch(z, name, scale_transposed, scale_t_transposed), spec, z)
+    return (q, s), (qt, st)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, z):
+    del axis_size
+    if not in_batched[0]:
+      return call(z), ((False, False), (False, False))
+    inner = _quantize_dual_kernel(1, scale_transposed, scale_t_transposed, 1)
+    return jax.vmap(lambda z: inner(_act_values(z, name)))(z), ((True, True), (True, True))
+
+  return call
+
+
+@functools.lru_cache(maxsize=None)
+def _dact_dual_kernel(name: str, scale_transposed: bool):
+  """dact_quantize_dual's launch as a custom_vmap function (under vmap: the formula in
+  XLA, then the dual quantization's batching rule)."""
+  base = partition.quantize_dual_spec(1, BLOCK, scale_transposed, False)
+  spec = base._replace(operands=base.operands * 2,
+                       results=base.results + ((partition.Block("r", BLOCK), "c"),))
+
+  @custom_vmap
+  def call(g, z):
+    q, s, qt, st, sums = partition.sharded_call(
+        lambda g, z: _dact_dual_launch(g, z, name, scale_transposed), spec, g, z)
+    return (q, s), (qt, st), sums
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, g, z):
+    g = g if in_batched[0] else jnp.broadcast_to(g, (axis_size,) + g.shape)
+    z = z if in_batched[1] else jnp.broadcast_to(z, (axis_size,) + z.shape)
+    inner = _quantize_dual_kernel(BLOCK, scale_transposed, False, 1)
+
+    def one(g, z):
+      dz = _dact_values(g, z, name)
+      return inner(dz) + (_block_col_sums(dz),)
+
+    return jax.vmap(one)(g, z), ((True, True), (True, True), True)
+
+  return call
+
+
+def _prologue_ok(ctx: Context, target: str, x) -> bool:
+  return (ctx.can_call(target) and np.dtype(x.dtype) in KERNEL_IN and x.size > 0
+          and _selftest_guard.refusal(ctx, target) is None)
+
+
+def act_quantize_dual(ctx: Context, z, name: str, scale_transposed: bool = False,
+                      scale_t_transposed: bool = False):
+  """((q, s), (qt, st)) = quantize_dual(d, 1) with d = act(z) rounded to z's dtype (name
+  a canonical activation): a layer's output quantized for the next layer's product and
+  its weight gradient without d being written. One kernel when usable, else the
+  activation as an XLA pass and quantize_dual."""
+  if name != "none" and _prologue_ok(ctx, ACT_DUAL_TARGET, z):
+    return _act_dual_kernel(name, bool(scale_transposed), bool(scale_t_transposed))(z)
+  if name != "none":
+    _explain.note_reference(ACT_DUAL_TARGET, [z.shape], lambda: ctx.why_not(ACT_DUAL_TARGET)
+                            or f"input {z.dtype.name}")
+  return quantize_dual(ctx, _act_values(z, name), 1, scale_transposed, scale_t_transposed)
+
+
+def dact_quantize_dual(ctx: Context, g, z, name: str, scale_transposed: bool = False):
+  """((q, s), (qt, st), dbias): dz = g * act'(z) rounded to g's dtype (z the
+  pre-activation; relu's derivative may read the output instead), quantized as
+  quantize_dual(dz, 128) (1x128 blocks for the input gradient, dz^T in 128x128 for the
+  weight gradient), and dbias (C,) f32 = the column sums of that rounded dz. One kernel
+  when usable (the sums per 128-row block, added here), else XLA's pass then
+  quantize_dual."""
+  if _prologue_ok(ctx, DACT_DUAL_TARGET, g):
+    q, qt, sums = _dact_dual_kernel(name, bool(scale_transposed))(g, z)
+    return q, qt, jnp.sum(sums, axis=0)
+  _explain.note_reference(DACT_DUAL_TARGET, [g.shape, z.shape],
+                          lambda: ctx.why_not(DACT_DUAL_TARGET) or f"input {g.dtype.name}")
+  dz = _dact_values(g, z, name)
+  if name != "none":
+    dz = jax.lax.optimization_barrier(dz)  # written once, read by the sum and the quantizer
+  q, qt = quantize_dual(ctx, dz, BLOCK, scale_transposed)
+  return q, qt, jnp.sum(dz.astype(jnp.float32), axis=0)

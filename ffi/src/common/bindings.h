@@ -185,6 +185,36 @@ auto quantize_dual(B&& b) {
       .template Ret<ffi::Buffer<ffi::F32>>();
 }
 
+/// jax_sm100_quantize_fp8_act_dual: z -> Q(act(z)), its scale, Q(act(z)^T), its scale.
+template <class B>
+auto quantize_act_dual(B&& b) {
+  return std::forward<B>(b)
+      .template Arg<Any>()
+      .template Attr<int32_t>("activation")
+      .template Attr<int32_t>("scale_transposed")
+      .template Attr<int32_t>("scale_t_transposed")
+      .template Ret<Any>()
+      .template Ret<ffi::Buffer<ffi::F32>>()
+      .template Ret<Any>()
+      .template Ret<ffi::Buffer<ffi::F32>>();
+}
+
+/// jax_sm100_quantize_fp8_dact_dual: g, z -> Q(dz), its scale, Q(dz^T), its scale,
+/// dz's column sums per 128-row block; dz = g * act'(z).
+template <class B>
+auto quantize_dact_dual(B&& b) {
+  return std::forward<B>(b)
+      .template Arg<Any>()
+      .template Arg<Any>()
+      .template Attr<int32_t>("activation")
+      .template Attr<int32_t>("scale_transposed")
+      .template Ret<Any>()
+      .template Ret<ffi::Buffer<ffi::F32>>()
+      .template Ret<Any>()
+      .template Ret<ffi::Buffer<ffi::F32>>()
+      .template Ret<ffi::Buffer<ffi::F32>>();
+}
+
 /// jax_sm100_grouped_gemm: lhs, rhs, group_sizes -> out.
 template <class B>
 auto grouped_gemm(B&& b) {

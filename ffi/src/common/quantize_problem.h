@@ -141,4 +141,42 @@ inline xla::ffi::Error validate_quantize_dual(
   return Error::Success();
 }
 
+/// "jax_sm100_quantize_fp8_act_dual" (z == nullptr, col_sums == nullptr) and
+/// "jax_sm100_quantize_fp8_dact_dual" (x = g, z the pre-activation, col_sums the partial
+/// bias gradient): the dual target's checks at the block shapes each target has (act:
+/// x and x^T in 1x128 blocks, the forward's next input; dact: 1x128 and 128x128, a
+/// gradient's), plus the activation and the extra operands.
+inline xla::ffi::Error validate_quantize_prologue(
+    const char* op, const xla::ffi::AnyBuffer& x, const xla::ffi::AnyBuffer* z,
+    int32_t activation, int32_t scale_transposed, int32_t scale_t_transposed,
+    const xla::ffi::AnyBuffer& q, const xla::ffi::Buffer<xla::ffi::F32>& scale,
+    const xla::ffi::AnyBuffer& qt, const xla::ffi::Buffer<xla::ffi::F32>& scale_t,
+    const xla::ffi::Buffer<xla::ffi::F32>* col_sums, QuantizeProblem* out) {
+  using xla::ffi::Error;
+  using quantize_detail::has_shape;
+  using quantize_detail::kBlock;
+  using quantize_detail::shape_str;
+  const bool dact = z != nullptr;
+  // act: relu, gelu_tanh, gelu_erf, silu (none is the plain dual target); dact: also none
+  // (dz = g, with its column sums).
+  if (activation < (dact ? 0 : 1) || activation > 4)
+    return Error::InvalidArgument(std::string(op) + ": activation must be " +
+                                  (dact ? "0 (none), " : "") +
+                                  "1 (relu), 2 (gelu_tanh), 3 (gelu_erf) or 4 (silu), got " +
+                                  std::to_string(activation));
+  Error err = validate_quantize_dual(x, 1, dact ? int32_t(kBlock) : 1, scale_transposed,
+                                     scale_t_transposed, q, scale, qt, scale_t, out);
+  if (err.failure()) return Error::InvalidArgument(std::string(op) + ", " + err.message());
+  if (dact) {
+    auto xd = x.dimensions(), zd = z->dimensions();
+    if (z->element_type() != x.element_type() || !has_shape(zd, xd[0], xd[1]))
+      return Error::InvalidArgument(std::string(op) + ": z must have g's shape and dtype");
+    const int64_t rb = (xd[0] + kBlock - 1) / kBlock;
+    if (!has_shape(col_sums->dimensions(), rb, xd[1]))
+      return Error::InvalidArgument(std::string(op) + ": col_sums must have shape " +
+                                    shape_str(rb, xd[1]));
+  }
+  return Error::Success();
+}
+
 }  // namespace jax_sm100::host

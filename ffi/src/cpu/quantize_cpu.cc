@@ -11,15 +11,23 @@
 // the pad entries 1; 128x128 scale (ceil(R/128), ceil(C/128)). The dual target quantizes
 // x (block_rows x 128) and x^T (t_block_rows x 128) from the same input. Validation:
 // common/quantize_problem.h, as on the GPU.
+//
+// And "jax_sm100_quantize_fp8_act_dual" / "jax_sm100_quantize_fp8_dact_dual"
+// (ffi/src/quantize_act_ffi.cu): the prologue's values (act(z), or g * act'(z), in fp32
+// by kernels/common/activation.h's host forms, rounded to the input's dtype) written to
+// a host buffer, then quantized as above; the column sums per 128-row block in the
+// kernel's order (rows 0-63 and 64-127 each in order, then added).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "common/bindings.h"
 #include "common/quantize_problem.h"
 #include "cpu/numerics.h"
+#include "jax_sm100/kernels/common/activation.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -106,6 +114,73 @@ ffi::Error quantize_impl(ffi::AnyBuffer x, int32_t block_rows, int32_t scale_tra
   return ffi::Error::Success();
 }
 
+/// The prologue's values, rounded to t, as a host buffer of t's bytes: act(x) (z null),
+/// or x * act'(z).
+std::vector<uint8_t> prologue(const void* x, const void* z, Elem t, int64_t n, int32_t activation) {
+  using jax_sm100::kernels::Activation;
+  const Activation act = static_cast<Activation>(activation);
+  std::vector<uint8_t> out(n * (t == Elem::kF32 ? 4 : 2));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = jax_sm100::cpu::load(x, i, t);
+    const float y = z == nullptr
+                        ? jax_sm100::kernels::apply_activation(act, v)
+                        : v * jax_sm100::kernels::activation_grad(act, jax_sm100::cpu::load(z, i, t));
+    jax_sm100::cpu::store(out.data(), i, t, y);
+  }
+  return out;
+}
+
+ffi::Error act_dual_impl(ffi::AnyBuffer z, int32_t activation, int32_t scale_transposed,
+                         int32_t scale_t_transposed, ffi::Result<ffi::AnyBuffer> q,
+                         ffi::Result<ffi::Buffer<ffi::F32>> scale, ffi::Result<ffi::AnyBuffer> qt,
+                         ffi::Result<ffi::Buffer<ffi::F32>> scale_t) {
+  const char* op = "jax_sm100_quantize_fp8_act_dual";
+  jax_sm100::host::QuantizeProblem p{};
+  ffi::Error err = jax_sm100::host::validate_quantize_prologue(
+      op, z, nullptr, activation, scale_transposed, scale_t_transposed, *q, *scale, *qt, *scale_t,
+      nullptr, &p);
+  if (err.failure() || p.empty()) return err;
+  Elem t;
+  err = jax_sm100::host::check_quantize_input(op, z.element_type(), &t);
+  if (err.failure()) return err;
+  const std::vector<uint8_t> d = prologue(z.untyped_data(), nullptr, t, p.rows * p.cols, activation);
+  quantize(d.data(), t, p.rows, p.cols, false, 1, static_cast<uint8_t*>(q->untyped_data()),
+           scale->typed_data(), p.scale_ld);
+  quantize(d.data(), t, p.rows, p.cols, true, 1, static_cast<uint8_t*>(qt->untyped_data()),
+           scale_t->typed_data(), p.scale_t_ld);
+  return ffi::Error::Success();
+}
+
+ffi::Error dact_dual_impl(ffi::AnyBuffer g, ffi::AnyBuffer z, int32_t activation,
+                          int32_t scale_transposed, ffi::Result<ffi::AnyBuffer> q,
+                          ffi::Result<ffi::Buffer<ffi::F32>> scale, ffi::Result<ffi::AnyBuffer> qt,
+                          ffi::Result<ffi::Buffer<ffi::F32>> scale_t,
+                          ffi::Result<ffi::Buffer<ffi::F32>> col_sums) {
+  const char* op = "jax_sm100_quantize_fp8_dact_dual";
+  jax_sm100::host::QuantizeProblem p{};
+  ffi::Error err = jax_sm100::host::validate_quantize_prologue(
+      op, g, &z, activation, scale_transposed, 0, *q, *scale, *qt, *scale_t, &(*col_sums), &p);
+  if (err.failure() || p.empty()) return err;
+  Elem t;
+  err = jax_sm100::host::check_quantize_input(op, g.element_type(), &t);
+  if (err.failure()) return err;
+  const std::vector<uint8_t> dz =
+      prologue(g.untyped_data(), z.untyped_data(), t, p.rows * p.cols, activation);
+  quantize(dz.data(), t, p.rows, p.cols, false, 1, static_cast<uint8_t*>(q->untyped_data()),
+           scale->typed_data(), p.scale_ld);
+  quantize(dz.data(), t, p.rows, p.cols, true, kBlock, static_cast<uint8_t*>(qt->untyped_data()),
+           scale_t->typed_data(), 0);
+  float* sums = col_sums->typed_data();
+  for (int64_t b = 0; b * kBlock < p.rows; ++b)
+    for (int64_t j = 0; j < p.cols; ++j) {
+      float half[2] = {0.0f, 0.0f};
+      for (int64_t i = b * kBlock; i < std::min(p.rows, (b + 1) * kBlock); ++i)
+        half[(i - b * kBlock) / 64] += jax_sm100::cpu::load(dz.data(), i * p.cols + j, t);
+      sums[b * p.cols + j] = half[0] + half[1];
+    }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 namespace bindings = jax_sm100::host::bindings;
@@ -115,3 +190,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8Cpu, quantize_impl,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8DualCpu, quantize_dual_impl,
                               bindings::quantize_dual(ffi::Ffi::Bind()));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8ActDualCpu, act_dual_impl,
+                              bindings::quantize_act_dual(ffi::Ffi::Bind()));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxSm100QuantizeFp8DactDualCpu, dact_dual_impl,
+                              bindings::quantize_dact_dual(ffi::Ffi::Bind()));

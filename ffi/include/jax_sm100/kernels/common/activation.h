@@ -68,9 +68,10 @@ JAX_SM100_HD float apply_activation(Activation a, float z) {
 
 /// act'(z) in fp32: the backward's factor dz = g * act'(z) (the dact epilogue, its CPU
 /// handler). relu's derivative is taken as 0 at z == 0 (jax's), and may be read from the
-/// output act(z) as well as from z (both are > 0 on the same set). Device code uses the
-/// sigmoid form of the tanh GELU as apply_activation does: 0.5 (1 + tanh u) = s and
-/// 1 - tanh(u)^2 = 4 s (1 - s), s = sigmoid(2 u).
+/// output act(z) as well as from z (both are > 0 on the same set). The tanh GELU's is
+/// written with s = sigmoid(2 u) (0.5 (1 + tanh u) = s, 1 - tanh(u)^2 = 4 s (1 - s)), on
+/// the host too: the tanh form loses the whole value to cancellation in the negative tail
+/// (1 + tanh u rounds to 0 in fp32 below z of about -4.5, where act' is still -2e-6).
 template <Activation A>
 JAX_SM100_HD float activation_grad(float z) {
   if constexpr (A == Activation::kRelu) {
@@ -81,11 +82,10 @@ JAX_SM100_HD float activation_grad(float z) {
     const float du = kC * (1.f + 0.134145f * z * z);  // du/dz
 #if defined(__CUDA_ARCH__)
     const float s = fast_sigmoid(2.f * u);
-    return s + 2.f * z * s * (1.f - s) * du;
 #else
-    const float t = tanhf(u);
-    return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * du;
+    const float s = 1.f / (1.f + expf(-2.f * u));
 #endif
+    return s + 2.f * z * s * (1.f - s) * du;
   } else if constexpr (A == Activation::kGeluErf) {
     return 0.5f * (1.f + erff(z * 0.7071067811865476f)) +
            z * expf(-0.5f * z * z) * 0.3989422804014327f;  // 1 / sqrt(2 pi)

@@ -32,6 +32,10 @@
 //                            Either 1x128 scale may be written transposed for the GEMM,
 //                            as quantize_1x128_kernel's: scale (ceil(C/128), round_up(R, 4)),
 //                            scale_t (kTRows == 1) (ceil(R/128), round_up(C, 4)).
+//                            A prologue may replace each element read before it is
+//                            quantized (Prologue below): the activation of a layer's
+//                            pre-activation, or the activation's backward g * act'(z) with
+//                            the column sums of that product (a bias gradient) written too.
 //
 // Memory-bound: every thread moves 16 elements with 16-byte vector loads and one
 // 16-byte store of e4m3 when the row is 16-element aligned (C % 16 == 0); otherwise
@@ -43,6 +47,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "jax_sm100/kernels/common/activation.h"
+
 namespace jax_sm100::kernels::quant {
 
 constexpr float kE4M3Max = 448.0f;
@@ -50,6 +56,16 @@ constexpr float kInvE4M3Max = 1.0f / 448.0f;  // == np.float32(1.0 / 448.0) (che
 constexpr int kBlock = 128;       // block edge (elements)
 constexpr int kChunk = 16;        // elements per thread per access
 constexpr int kThreadsPerRowBlock = kBlock / kChunk;  // 8 threads cover one 1x128 block
+
+/// What quantize_dual_kernel quantizes, element by element, as it reads x:
+///   kInput: x itself;
+///   kAct:   act(x) rounded to T (x a layer's pre-activation z; its output never stored);
+///   kDact:  g * act'(z) rounded to T (x = g, z a second input of x's shape: the
+///           activation's backward), plus that product's column sums per 128-row block
+///           (a bias gradient's partial sums, fp32, over the rounded values).
+/// Rounding to T first keeps the numbers of the unfused sequence (the activation, or its
+/// backward, as an elementwise pass writing T, then the quantizer).
+enum class Prologue { kInput, kAct, kDact };
 
 template <typename T>
 __device__ __forceinline__ float to_f32(T v);
@@ -59,6 +75,15 @@ template <>
 __device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 __device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 
 /// 16 consecutive elements of one row in their input format (16 x sizeof(T) bytes):
 /// kept raw in registers so a thread can hold several chunks cheaply.
@@ -112,6 +137,23 @@ __device__ __forceinline__ void to_floats(const RawChunk<T>& r, float (&v)[kChun
   const T* e = reinterpret_cast<const T*>(r.v);
 #pragma unroll
   for (int i = 0; i < kChunk; ++i) v[i] = to_f32<T>(e[i]);
+}
+
+/// The prologue (see Prologue) on one chunk, in place: r holds x's elements (g for
+/// kDact), z the pre-activation's for kDact. Zero chunks (past R or C) stay zero: every
+/// activation maps 0 to 0.
+template <typename T, Prologue P, Activation A>
+__device__ __forceinline__ void apply_prologue(RawChunk<T>& r, const RawChunk<T>& z) {
+  if constexpr (P != Prologue::kInput) {
+    T* e = reinterpret_cast<T*>(r.v);
+    const T* ze = reinterpret_cast<const T*>(z.v);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const float v = to_f32<T>(e[i]);
+      if constexpr (P == Prologue::kAct) e[i] = from_f32<T>(apply_activation<A>(v));
+      else e[i] = from_f32<T>(v * activation_grad<A>(to_f32<T>(ze[i])));
+    }
+  }
 }
 
 /// NaN propagates through amax like the reference's jnp.max (fmaxf would drop it):
@@ -304,7 +346,8 @@ struct DualSmem {
   static constexpr int kStageRowBytes = kBlock + 16;
   static constexpr int kTileBytes = kBlock * kTileRowBytes;
   static constexpr int kStageBytes = kBlock * kStageRowBytes;
-  static constexpr int kBytes = kTileBytes + kStageBytes + 2 * kBlock * 4 + 8 * 4;
+  // + column amax halves (2, 128), warp maxima (8), column-sum halves (2, 128)
+  static constexpr int kBytes = kTileBytes + kStageBytes + 2 * kBlock * 4 + 8 * 4 + 2 * kBlock * 4;
 };
 
 /// quantize(x, kQRows x 128) and quantize(x^T, kTRows x 128) from one read of x; see the
@@ -321,8 +364,11 @@ struct DualSmem {
 /// and R % 16 == 0. `scale_ld` > 0: scale is written transposed, scale[cb * scale_ld + row]
 /// (scale_ld = round_up(R, 4), pad entries 1); likewise `scale_t_ld` > 0 (kTRows == 1):
 /// scale_t[rb * scale_t_ld + col] (scale_t_ld = round_up(C, 4)). The GEMM TMA-loads A's
-/// scales in that layout. Dynamic shared memory: DualSmem<T>::kBytes.
-template <typename T, int kQRows, int kTRows>
+/// scales in that layout. P, A: the prologue (kDact: `z` is read beside x, aligned as x,
+/// and col_sums (ceil(R/128), C) gets each 128-row block's column sums: rows 0-63 and
+/// 64-127 each summed in order, then added). Dynamic shared memory: DualSmem<T>::kBytes.
+template <typename T, int kQRows, int kTRows, Prologue P = Prologue::kInput,
+          Activation A = Activation::kNone>
 __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
                                                             uint8_t* __restrict__ q,
                                                             float* __restrict__ scale,
@@ -330,7 +376,9 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
                                                             float* __restrict__ scale_t,
                                                             int64_t rows, int64_t cols,
                                                             bool aligned_x, bool aligned_t,
-                                                            int64_t scale_ld, int64_t scale_t_ld) {
+                                                            int64_t scale_ld, int64_t scale_t_ld,
+                                                            const T* __restrict__ z,
+                                                            float* __restrict__ col_sums) {
   static_assert(kTRows == 1 || kTRows == kBlock, "x^T in 1x128 or 128x128 blocks");
   static_assert(kQRows == 1 || (kQRows == kBlock && kTRows == kBlock),
                 "x in 1x128 blocks, or x and x^T both in 128x128 blocks");
@@ -342,6 +390,7 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
   uint8_t* stage = dual_smem + Smem::kTileBytes;           // (128, kStageRowBytes) e4m3
   float* col_part = reinterpret_cast<float*>(stage + Smem::kStageBytes);  // (2, 128)
   float* warp_amax = col_part + 2 * kBlock;                                // (8)
+  float* sum_part = warp_amax + 8;                                         // (2, 128)
 
   const int64_t col_blocks = (cols + kBlock - 1) / kBlock;
   const int64_t row_blocks = (rows + kBlock - 1) / kBlock;
@@ -356,13 +405,20 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
   float tile_amax = 0.0f;
 #pragma unroll
   for (int pp = 0; pp < kPasses; pp += 2) {
-    RawChunk<T> raw[2];
+    RawChunk<T> raw[2], zraw[2];  // zraw: kDact's pre-activation
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int64_t row = rb * kBlock + r_in + (pp + u) * kRowsPerPass;
-      if (row < rows) load_raw<T>(x + row * cols, c0, cols, vec, raw[u]);
-      else zero_raw<T>(raw[u]);
+      if (row < rows) {
+        load_raw<T>(x + row * cols, c0, cols, vec, raw[u]);
+        if constexpr (P == Prologue::kDact) load_raw<T>(z + row * cols, c0, cols, vec, zraw[u]);
+      } else {
+        zero_raw<T>(raw[u]);
+        if constexpr (P == Prologue::kDact) zero_raw<T>(zraw[u]);
+      }
     }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) apply_prologue<T, P, A>(raw[u], zraw[u]);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int tr = r_in + (pp + u) * kRowsPerPass;
@@ -444,14 +500,19 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
     if (threadIdx.x == 0) scale_t[cb * row_blocks + rb] = s;
   }
   const float inv = __fdiv_rn(1.0f, s);
+  float col_sum = 0.0f;  // kDact: this half-column's sum, rows in order
 #pragma unroll 1
   for (int j = 0; j < kBlock / 2 / kChunk; ++j) {  // 16 rows -> 16 bytes of qt's row
     const int tr0 = 64 * half + kChunk * j;
     uint32_t words[kChunk / 4];
 #pragma unroll
     for (int i = 0; i < kChunk / 2; ++i) {
-      const float2 f = make_float2(__fmul_rn(load_col(tr0 + 2 * i), inv),
-                                   __fmul_rn(load_col(tr0 + 2 * i + 1), inv));
+      const float e0 = load_col(tr0 + 2 * i), e1 = load_col(tr0 + 2 * i + 1);
+      if constexpr (P == Prologue::kDact) {
+        col_sum = __fadd_rn(col_sum, e0);
+        col_sum = __fadd_rn(col_sum, e1);
+      }
+      const float2 f = make_float2(__fmul_rn(e0, inv), __fmul_rn(e1, inv));
       const uint32_t pair = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
       if (i % 2 == 0) words[i / 2] = pair;
       else words[i / 2] |= pair << 16;
@@ -459,7 +520,11 @@ __global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict_
     *reinterpret_cast<uint4*>(stage + tc * Smem::kStageRowBytes + tr0) =
         make_uint4(words[0], words[1], words[2], words[3]);
   }
-  __syncthreads();  // qt's rows are staged
+  if constexpr (P == Prologue::kDact) sum_part[half * kBlock + tc] = col_sum;
+  __syncthreads();  // qt's rows are staged (and kDact's half-column sums)
+  if constexpr (P == Prologue::kDact) {
+    if (half == 0 && col < cols) col_sums[rb * cols + col] = __fadd_rn(sum_part[tc], sum_part[kBlock + tc]);
+  }
 
   // ---- qt stores: 8 threads per staged row, 16 bytes each ----
   const int64_t r0 = rb * kBlock + sub * kChunk;  // first x row (= qt column) of this thread
