@@ -3,9 +3,10 @@ jax_sm100_quantize_fp8_act_dual and jax_sm100_quantize_fp8_dact_dual), on cpu_ff
 targets' CPU handlers through the real launch layer) and on the reference path, on fresh
 random data.
 
-The quantizers are checked against the unfused sequence they replace (the activation, or
-its backward, as an XLA pass rounding to the input dtype, then the dual quantizer) and the
-bias sums against float64 sums of that rounded dz; the op against the stack of fp8_dot
+The quantizers are checked against the ideal quantization of the float64 activation (or
+its backward g * act'(z)) rounded once to the input dtype, elementwise up to one e4m3 step
+where act's fp32 ulps move a rounding, and the bias sums against float64 sums of that
+rounded dz; the op against the stack of fp8_dot
 layers it is documented to equal and, loosely, against the float64 network (FP8 operands
 carry 2^-4 relative errors).
 """
@@ -17,11 +18,11 @@ import numpy as np
 import pytest
 
 import jax_sm100
-from jax_sm100 import _backend
+from jax_sm100 import _backend, _reference
 from jax_sm100._launch import quantize as quant
-from conftest import act64, f64, random_array
+from conftest import act64, act64_derivative, f64, random_array
 
-BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
+BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
 ACT, DACT = quant.ACT_DUAL_TARGET, quant.DACT_DUAL_TARGET
 CANON = {"relu": "relu", "gelu": "gelu_tanh", "gelu_exact": "gelu_erf", "silu": "silu"}
 ACTS = list(CANON)
@@ -47,51 +48,82 @@ def close_fp8(got, want, what):
   assert np.mean(diff > 2.0**-12 * mag) < 1e-2, (what, np.mean(diff > 2.0**-12 * mag))
 
 
-@pytest.mark.parametrize("act", ACTS)
-@pytest.mark.parametrize("dtype,r,c", [(BF16, 200, 264), (F16, 64, 128), (F32, 33, 40)])
-def test_act_dual_target_is_the_activation_then_the_dual_quantizer(cpu_ffi, rng, act, dtype, r, c):
-  z = random_array(rng, (r, c), dtype, scale=3.0)
-  ctx = _backend.context()
-  name = CANON[act]
-  (q, s), (qt, st) = jax.jit(lambda z: quant.act_quantize_dual(ctx, z, name))(z)
-  assert [t for t, _, _ in cpu_ffi] == [ACT]
-  d = jax.jit(lambda z: quant._act_values(z, name))(z)
-  (rq, rs), (rqt, rst) = jax.jit(lambda d: quant.quantize_dual(ctx, d, 1))(d)
+def ideal(values64, dtype, t_rows):
+  """The quantizations a prologue quantizer should give for exact values (float64): each
+  rounded once to dtype, then the quantize recipe (bit-exact reference) in 1x128 blocks,
+  and the transpose in t_rows x 128: ((q, scale), (qt, scale_t)) dequantized by deq."""
+  v = np.asarray(values64, dtype=np.dtype(dtype)).astype(np.float32)
+  q, s = _reference.quantize_blockwise(jnp.asarray(v), (1, 128), E4M3)
+  qt, st = _reference.quantize_blockwise(jnp.asarray(v.T), (t_rows, 128), E4M3)
+  return (deq(q, s, 1), deq(qt, st, t_rows)), (q, v)
+
+
+def dact64(g, z, name):
+  return f64(g) if name == "none" else f64(g) * act64_derivative(name, f64(z))
+
+
+def check_act(z, name, got):
+  """got = ((q, s), (qt, st)) of act_quantize_dual(z, name), scales in the documented
+  layout, against the ideal quantization of float64 act(z)."""
+  (q, s), (qt, st) = got
+  r, c = z.shape
   assert q.shape == (r, c) and qt.shape == (c, r) and s.shape == (r, -(-c // 128))
   assert st.shape == (c, -(-r // 128))
-  close_fp8(deq(q, s, 1), deq(rq, rs, 1), "q")
-  close_fp8(deq(qt, st, 1), deq(rqt, rst, 1), "qt")
-  # And against float64: the activation, one rounding to dtype, e4m3 (2^-4 relative).
-  ref = act64(name, f64(z))
-  got, scale = deq(q, s, 1)
-  assert np.all(np.abs(got - ref) <= 2.0**-3 * np.abs(ref) + 2.0**-8 * scale)
-  if act == "relu":  # no rounding to differ in: bit for bit
-    np.testing.assert_array_equal(np.asarray(q).view(np.uint8), np.asarray(rq).view(np.uint8))
-    np.testing.assert_array_equal(np.asarray(st), np.asarray(rst))
+  (rq, rqt), (ideal_q, _) = ideal(act64(name, f64(z)), z.dtype, 1)
+  close_fp8(deq(q, s, 1), rq, "q")
+  close_fp8(deq(qt, st, 1), rqt, "qt")
+  if name == "relu":  # exact in every dtype: bit for bit
+    np.testing.assert_array_equal(np.asarray(q).view(np.uint8), np.asarray(ideal_q).view(np.uint8))
+
+
+def check_dact(g, z, name, got):
+  """got = ((q, s), (qt, st), dbias) of dact_quantize_dual(g, z, name), s in the documented
+  layout, against the ideal quantization of float64 g * act'(z) and its column sums."""
+  (q, s), (qt, st), db = got
+  r, c = g.shape
+  (rq, rqt), (_, v) = ideal(dact64(g, z, name), g.dtype, 128)
+  close_fp8(deq(q, s, 1), rq, "q")
+  close_fp8(deq(qt, st, 128), rqt, "qt")
+  assert db.shape == (c,) and db.dtype == np.float32
+  # fp32 sums of the dtype-rounded dz (v): their own rounding, plus, per element, a few
+  # fp32 ulps of act' that may move dz's rounding by one step of dtype.
+  u = {np.dtype(BF16): 2.0**-8, np.dtype(F16): 2.0**-11, np.dtype(F32): 2.0**-23}[np.dtype(g.dtype)]
+  tol = (r + 2) * 2.0**-24 * np.abs(v).sum(0) + 2 * u * np.abs(v).sum(0) * (name != "none")
+  err = np.abs(f64(db) - f64(v).sum(0))
+  assert np.all(err <= tol + 1e-30), err.max()
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("dtype,r,c", [(BF16, 200, 264), (F16, 64, 128), (F32, 33, 40)])
+def test_act_dual_target(cpu_ffi, rng, act, dtype, r, c):
+  z = random_array(rng, (r, c), dtype, scale=3.0)
+  ctx = _backend.context()
+  got = jax.jit(lambda z: quant.act_quantize_dual(ctx, z, CANON[act]))(z)
+  assert [t for t, _, _ in cpu_ffi] == [ACT]
+  check_act(z, CANON[act], got)
 
 
 @pytest.mark.parametrize("act", ACTS + [None])
 @pytest.mark.parametrize("dtype,r,c", [(BF16, 300, 136), (F16, 128, 64), (F32, 20, 33)])
-def test_dact_dual_target_is_the_backward_then_the_dual_quantizer(cpu_ffi, rng, act, dtype, r, c):
+def test_dact_dual_target(cpu_ffi, rng, act, dtype, r, c):
   g = random_array(rng, (r, c), dtype)
   z = random_array(rng, (r, c), dtype, scale=3.0)
   ctx = _backend.context()
   name = CANON.get(act, "none")
-  (q, s), (qt, st), db = jax.jit(
-      lambda g, z: quant.dact_quantize_dual(ctx, g, z, name, True))(g, z)
+  (q, s), qt, db = jax.jit(lambda g, z: quant.dact_quantize_dual(ctx, g, z, name, True))(g, z)
   assert [t for t, _, _ in cpu_ffi] == [DACT]
-  dz = jax.jit(lambda g, z: quant._dact_values(g, z, name))(g, z)
-  (rq, rs), (rqt, rst) = jax.jit(lambda d: quant.quantize_dual(ctx, d, 128))(dz)
   assert s.shape == (-(-c // 128), -(-r // 4) * 4)  # transposed for the GEMM, padded
-  s = np.asarray(s)[:, :r].T
-  close_fp8(deq(q, s, 1), deq(rq, rs, 1), "q")
-  close_fp8(deq(qt, st, 128), deq(rqt, rst, 128), "qt")
-  assert db.shape == (c,) and db.dtype == np.float32
-  # The sums of the rounded dz, against float64 sums of the op's own dz and of the exact
-  # g * act'(z) (which differs by dz's rounding: u |dz| per element).
-  d64 = f64(dz)
-  tol = (r + 2) * 2.0**-24 * np.abs(d64).sum(0)
-  assert np.all(np.abs(f64(db) - d64.sum(0)) <= tol + 2.0**-8 * np.abs(d64).sum(0) * (act is not None))
+  check_dact(g, z, name, ((q, np.asarray(s)[:, :r].T), qt, db))
+
+
+def test_the_fallback_is_the_same_sequence(rng):
+  # The reference path (no kernel): XLA's activation pass, then the dual quantizer.
+  g = random_array(rng, (150, 136), BF16)
+  z = random_array(rng, (150, 136), BF16, scale=3.0)
+  ctx = _backend.context()
+  check_act(z, "silu", jax.jit(lambda z: quant.act_quantize_dual(ctx, z, "silu"))(z))
+  check_dact(g, z, "gelu_tanh",
+             jax.jit(lambda g, z: quant.dact_quantize_dual(ctx, g, z, "gelu_tanh"))(g, z))
 
 
 def test_prologue_targets_refuse_bad_input(cpu_ffi, rng):

@@ -4,9 +4,9 @@ or its backward with the bias gradient's column sums, as it reads its input) and
 jax_sm100.fp8_mlp on them.
 
 Marked `gpu`: skipped unless the default device is an sm_90 GPU. The quantizers are
-compared with the unfused sequence (XLA's activation pass rounding to the input dtype,
-then the dual quantize kernel) and their sums with float64; fp8_mlp with the stack of
-fp8_dot layers it is documented to equal.
+compared with the ideal quantization of the float64 activation (or its backward) rounded
+to the input dtype, their sums with float64 (test_api_fp8_mlp's checks); fp8_mlp with the
+stack of fp8_dot layers it is documented to equal.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import jax_sm100  # noqa: E402
 from jax_sm100 import _backend  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
 from jax_sm100._launch import quantize as quant  # noqa: E402
-from conftest import act64, f64, random_array  # noqa: E402
-from test_api_fp8_mlp import (CANON, close_fp8, deq, loss_fn, network, rel,  # noqa: E402
-                              stack)
+from conftest import f64, random_array  # noqa: E402
+from test_api_fp8_mlp import (CANON, check_act, check_dact, loss_fn, network,  # noqa: E402
+                              rel, stack)
 
 pytestmark = pytest.mark.gpu
 BF16, F16, F32 = jnp.bfloat16, jnp.float16, jnp.float32
@@ -44,17 +44,9 @@ def test_targets_are_registered():
 def test_act_dual_kernel(rng, act, dtype, r, c):
   z = random_array(rng, (r, c), dtype, scale=3.0)
   ctx = _backend.context()
-  name = CANON[act]
-  (q, s), (qt, st) = jax.jit(lambda z: quant.act_quantize_dual(ctx, z, name, True, True))(z)
-  d = jax.jit(lambda z: quant._act_values(z, name))(z)
-  (rq, rs), (rqt, rst) = jax.jit(lambda d: quant.quantize_dual(ctx, d, 1))(d)
-  s = np.asarray(s)[:, :r].T
-  st = np.asarray(st)[:, :c].T
-  close_fp8(deq(q, s, 1), deq(rq, rs, 1), "q")
-  close_fp8(deq(qt, st, 1), deq(rqt, rst, 1), "qt")
-  got, scale = deq(q, s, 1)
-  ref = act64(name, f64(z))
-  assert np.all(np.abs(got - ref) <= 2.0**-3 * np.abs(ref) + 2.0**-8 * scale)
+  (q, s), (qt, st) = jax.jit(lambda z: quant.act_quantize_dual(ctx, z, CANON[act], True, True))(z)
+  # Both scales come transposed for the GEMM (pad columns included).
+  check_act(z, CANON[act], ((q, np.asarray(s)[:, :r].T), (qt, np.asarray(st)[:, :c].T)))
 
 
 @pytest.mark.parametrize("act", list(CANON) + [None])
@@ -65,15 +57,8 @@ def test_dact_dual_kernel(rng, act, dtype, r, c):
   z = random_array(rng, (r, c), dtype, scale=3.0)
   ctx = _backend.context()
   name = CANON.get(act, "none")
-  (q, s), (qt, st), db = jax.jit(lambda g, z: quant.dact_quantize_dual(ctx, g, z, name, True))(g, z)
-  dz = jax.jit(lambda g, z: quant._dact_values(g, z, name))(g, z)
-  (rq, rs), (rqt, rst) = jax.jit(lambda d: quant.quantize_dual(ctx, d, 128))(dz)
-  s = np.asarray(s)[:, :r].T
-  close_fp8(deq(q, s, 1), deq(rq, rs, 1), "q")
-  close_fp8(deq(qt, st, 128), deq(rqt, rst, 128), "qt")
-  d64 = f64(dz)
-  tol = (r + 2) * 2.0**-24 * np.abs(d64).sum(0) + 2.0**-8 * np.abs(d64).sum(0) * (act is not None)
-  assert np.all(np.abs(f64(db) - d64.sum(0)) <= tol), np.abs(f64(db) - d64.sum(0)).max()
+  (q, s), qt, db = jax.jit(lambda g, z: quant.dact_quantize_dual(ctx, g, z, name, True))(g, z)
+  check_dact(g, z, name, ((q, np.asarray(s)[:, :r].T), qt, db))
 
 
 @pytest.mark.parametrize("act", ["gelu", "silu", "relu"])
