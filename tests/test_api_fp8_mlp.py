@@ -53,8 +53,10 @@ def ideal(values64, dtype, t_rows):
   rounded once to dtype, then the quantize recipe (bit-exact reference) in 1x128 blocks,
   and the transpose in t_rows x 128: ((q, scale), (qt, scale_t)) dequantized by deq."""
   v = np.asarray(values64, dtype=np.dtype(dtype)).astype(np.float32)
-  q, s = _reference.quantize_blockwise(jnp.asarray(v), (1, 128), E4M3)
-  qt, st = _reference.quantize_blockwise(jnp.asarray(v.T), (t_rows, 128), E4M3)
+  # On the CPU: XLA's GPU division is not the recipe's correctly rounded one.
+  with jax.default_device(jax.devices("cpu")[0]):
+    q, s = _reference.quantize_blockwise(jnp.asarray(v), (1, 128), E4M3)
+    qt, st = _reference.quantize_blockwise(jnp.asarray(v.T), (t_rows, 128), E4M3)
   return (deq(q, s, 1), deq(qt, st, t_rows)), (q, v)
 
 
