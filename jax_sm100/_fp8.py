@@ -218,8 +218,10 @@ _fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 # act(Q(x) @ Q(w) + bias) with z in fp32, rounded once. Under differentiation gelu/silu
 # fuse the bias only and write z (bf16; this kernel has no epilogue writing both d and
 # z), XLA applies the activation and z is saved; relu saves d; then, as for matmul_bias
-# (_activations.epilogue_grads), dz = g * act'(z) in fp32 rounded to g's dtype and written
-# once, the bias gradient the fp32 sum of that dz over rows; dz feeds the FP8 backward.
+# (_activations.epilogue_grads), dz = g * act'(z) in fp32 rounded to g's dtype, the bias
+# gradient the fp32 sum of that dz over rows; dz feeds the FP8 backward. With an
+# activation, dz is computed, quantized both ways and summed inside the dual quantizer
+# (_launch/quantize.dact_quantize_dual: one pass over g and z, dz never written).
 # ---------------------------------------------------------------------------
 
 def _fused_forward(ctx, plan, name, x2, w, bias, for_grad: bool):
@@ -254,9 +256,17 @@ def _fp8_dot_fused_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x
 
 def _fp8_dot_fused_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, res, g):
   fp8_res, saved = res
-  dz, dbias = _activations.epilogue_grads(name, saved, g, has_bias)
-  dx, dw = _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, fp8_res, dz)
-  return dx, dw, dbias
+  if name == "none":
+    dz, dbias = _activations.epilogue_grads(name, saved, g, has_bias)
+    dx, dw = _fp8_dot_bwd(ctx, out_dtype, x_dtype, w_dtype, plan, fp8_res, dz)
+    return dx, dw, dbias
+  # dz = g * act'(z) rounded to g's dtype, quantized both ways, and its column sums, in
+  # the quantizer's one pass over g and z (dz is not written); the products as _fp8_dot_bwd.
+  xtq, xts, wq, ws = fp8_res
+  (gq, gs), (gtq, gts), dbias = _quant.dact_quantize_dual(ctx, g, saved, name, plan[2])
+  dx = _product(ctx, gq, gs, wq, ws, x_dtype, plan[2])
+  dw = _product(ctx, xtq, xts, gtq, gts, w_dtype, plan[1])
+  return dx, dw, dbias if has_bias else jnp.zeros((0,), jnp.float32)
 
 
 _fp8_dot_fused.defvjp(_fp8_dot_fused_fwd, _fp8_dot_fused_bwd)

@@ -36,16 +36,28 @@ def deq(q, s, rows_per_block):
   return f64(q) * s, s
 
 
-def close_fp8(got, want, what):
-  """Two dequantized FP8 arrays of the same values up to the activation's few fp32 ulps
-  (and the input dtype's rounding after it): a block's scale may move by an ulp (every
-  element of it then by 2^-23 relative), and a few elements by one e4m3 step (2^-3)."""
+def close_fp8(got, want, what, atol=0.0):
+  """Two dequantized FP8 arrays of the same values up to the activation's fp32 error
+  (a few ulps, or `atol` per element where its formula cancels) and the input dtype's
+  rounding after it: a block's scale may move by an ulp (every element of it then by
+  2^-23 relative), and a few elements by one e4m3 step (2^-3)."""
   (got, s), (want, _) = got, want
   diff = np.abs(got - want)
   mag = np.maximum(np.abs(want), np.abs(got))
   # + one step of e4m3's subnormals (2^-9 of the scale) near zero
-  assert np.all(diff <= 2.0**-3 * mag + 2.0**-8 * s), (what, diff.max())
-  assert np.mean(diff > 2.0**-12 * mag) < 1e-2, (what, np.mean(diff > 2.0**-12 * mag))
+  assert np.all(diff <= 2.0**-3 * mag + 2.0**-8 * s + 2 * atol), (what, diff.max())
+  moved = diff > 2.0**-12 * mag + 2 * atol
+  assert np.mean(moved) < 1e-2, (what, np.mean(moved))
+
+
+def cancel_atol(name, z, g=None):
+  """The fp32 error of the activation (g * its derivative with g) where its formula
+  cancels: the exact GELU's 1 + erf(z / sqrt 2) in the negative tail (an absolute 2^-24,
+  times 0.5 z, resp. 0.5 g). A block whose every element lies that deep (a 2-row block
+  of x^T) is quantized relative to values that small."""
+  if name != "gelu_erf":
+    return 0.0
+  return 2.0**-23 * np.abs(f64(z) if g is None else f64(g))
 
 
 def ideal(values64, dtype, t_rows):
@@ -72,8 +84,9 @@ def check_act(z, name, got):
   assert q.shape == (r, c) and qt.shape == (c, r) and s.shape == (r, -(-c // 128))
   assert st.shape == (c, -(-r // 128))
   (rq, rqt), (ideal_q, _) = ideal(act64(name, f64(z)), z.dtype, 1)
-  close_fp8(deq(q, s, 1), rq, "q")
-  close_fp8(deq(qt, st, 1), rqt, "qt")
+  atol = cancel_atol(name, z)
+  close_fp8(deq(q, s, 1), rq, "q", atol)
+  close_fp8(deq(qt, st, 1), rqt, "qt", np.transpose(atol))
   if name == "relu":  # exact in every dtype: bit for bit
     np.testing.assert_array_equal(np.asarray(q).view(np.uint8), np.asarray(ideal_q).view(np.uint8))
 
@@ -84,8 +97,9 @@ def check_dact(g, z, name, got):
   (q, s), (qt, st), db = got
   r, c = g.shape
   (rq, rqt), (_, v) = ideal(dact64(g, z, name), g.dtype, 128)
-  close_fp8(deq(q, s, 1), rq, "q")
-  close_fp8(deq(qt, st, 128), rqt, "qt")
+  atol = cancel_atol(name, z, g)
+  close_fp8(deq(q, s, 1), rq, "q", atol)
+  close_fp8(deq(qt, st, 128), rqt, "qt", np.transpose(atol))
   assert db.shape == (c,) and db.dtype == np.float32
   # fp32 sums of the dtype-rounded dz (v): their own rounding, plus, per element, a few
   # fp32 ulps of act' that may move dz's rounding by one step of dtype.

@@ -367,11 +367,9 @@ struct DualSmem {
 /// scales in that layout. P, A: the prologue (kDact: `z` is read beside x, aligned as x,
 /// and col_sums (ceil(R/128), C) gets each 128-row block's column sums: rows 0-63 and
 /// 64-127 each summed in order, then added). Dynamic shared memory: DualSmem<T>::kBytes.
-/// Four CTAs per SM fit in shared memory for 2-byte inputs (three for fp32): the register
-/// bound keeps a prologue's extra registers from lowering that (kDact took 80, three CTAs).
 template <typename T, int kQRows, int kTRows, Prologue P = Prologue::kInput,
           Activation A = Activation::kNone>
-__global__ void __launch_bounds__(256, sizeof(T) == 4 ? 3 : 4) quantize_dual_kernel(const T* __restrict__ x,
+__global__ void __launch_bounds__(256) quantize_dual_kernel(const T* __restrict__ x,
                                                             uint8_t* __restrict__ q,
                                                             float* __restrict__ scale,
                                                             uint8_t* __restrict__ qt,
