@@ -21,6 +21,7 @@ import jax_sm100
 from jax_sm100 import _backend, _reference
 from jax_sm100._launch import quantize as quant
 from conftest import act64, act64_derivative, f64, random_array
+from test_api_mlp import loss_fn, rel
 
 BF16, F16, F32, E4M3 = jnp.bfloat16, jnp.float16, jnp.float32, jnp.float8_e4m3fn
 ACT, DACT = quant.ACT_DUAL_TARGET, quant.DACT_DUAL_TARGET
@@ -207,18 +208,6 @@ def stack(act, final):
                             activation=final if l == len(ws) - 1 else act)
     return y
   return op
-
-
-def loss_fn(op):
-  def loss(x, ws, bs, t):
-    y = op(x, ws, bs).astype(F32)
-    return jnp.sum((y - t) ** 2) / y.shape[0]
-  return loss
-
-
-def rel(got, ref):
-  got, ref = f64(got), f64(ref)
-  return np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
 
 
 def network(rng, dims, lead, with_bias=True):
