@@ -86,7 +86,8 @@ def _mlp_bwd(ctx, names, out_dtype, has_bias, res, g):
       dbs[l - 1] = (jnp.sum(dz.astype(jnp.float32), axis=0) if has_bias
                     else jnp.zeros((0,), jnp.float32))
     else:
-      dz, colsum = _launch_dact.gemm_dact(ctx, dz, w, saved[l - 1], False, True, below)
+      dz, colsum = _launch_dact.gemm_dact(ctx, dz, w, saved[l - 1], False, True, below,
+                                          with_sums=has_bias)
       dbs[l - 1] = colsum if has_bias else jnp.zeros((0,), jnp.float32)
   return dx, tuple(dws), tuple(dbs)
 

@@ -214,6 +214,24 @@ def test_mlp_hlo_fuses_the_activation_backward(cpu_ffi, rng):
   assert text.count('custom_call_target="jax_sm100_gemm_bias"') == 3
 
 
+def test_mlp_without_biases_skips_the_column_sums(cpu_ffi, rng):
+  # No bias to differentiate: the dact launches return an empty dbias (the kernel then
+  # does no reduction and no atomics); with biases each returns (N,) sums.
+  x = random_array(rng, (64, 32), BF16)
+  ws = [random_array(rng, (32, 64), BF16), random_array(rng, (64, 48), BF16),
+        random_array(rng, (48, 16), BF16)]
+  for bs, want in [(None, "f32[0]"), ([jnp.zeros((w.shape[1],), F32) for w in ws], None)]:
+    g = jax.jit(jax.grad(lambda x, ws, bs: jnp.sum(
+        jax_sm100.mlp(x, ws, bs, activation="silu").astype(F32) ** 2), 1))
+    text = g.lower(x, ws, bs).compile().as_text()
+    lines = [l for l in text.splitlines() if f'custom_call_target="{TARGET}"' in l]
+    assert len(lines) == 2, lines
+    if want is None:
+      assert all("f32[64]" in l or "f32[48]" in l for l in lines), lines
+    else:
+      assert all(want in l for l in lines), lines
+
+
 def test_mlp_without_hidden_activation_and_single_layer(path, rng):
   x = random_array(rng, (20, 16), BF16)
   ws = [random_array(rng, (16, 24), BF16), random_array(rng, (24, 8), BF16)]

@@ -94,19 +94,23 @@ def _launch(ops, results, trans_a, trans_b, code: int, settings):
   return jax.ffi.ffi_call(TARGET, results, vmap_method="broadcast_all")(*ops, **attrs)
 
 
-def _spec(a, b, c, trans_a, trans_b):
-  """gemm.py's factors with K whole, c sharing d's, dbias ("n",) summed over the rows."""
+def _spec(a, b, c, trans_a, trans_b, with_sums: bool):
+  """gemm.py's factors with K whole, c sharing d's, dbias ("n",) summed over the rows
+  (without the sums: an empty (0,) result, not sharded)."""
   m, n, _ = _gemm._dims(a, b, trans_a, trans_b)
   out = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])) + (m, n)
   base = partition.gemm_spec(a.shape, b.shape, out, trans_a, trans_b, c.shape)
   whole_k = lambda dims: tuple(None if d == "k" else d for d in dims)
   operands = tuple(whole_k(d) for d in base.operands)
+  if not with_sums:
+    return partition.Spec(operands, (base.results[0], (None,)), op="mlp")
   return partition.Spec(operands, (base.results[0], ("n",)), op="mlp", row_sums=(1,))
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(trans_a: bool, trans_b: bool, name: str, settings):
-  """The launch for one static configuration: (a, b, c) -> (d, dbias)."""
+def _kernel(trans_a: bool, trans_b: bool, name: str, with_sums: bool, settings):
+  """The launch for one static configuration: (a, b, c) -> (d, dbias), dbias (0,) when
+  the sums are not wanted (the kernel then skips them: no reduction, no atomics)."""
   code = _activations.CODES[name]
 
   def local(a, b, c):
@@ -114,7 +118,7 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, settings):
     sums = []
 
     def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
-      dbias = jax.ShapeDtypeStruct((out.shape[-1],), jnp.float32)
+      dbias = jax.ShapeDtypeStruct((out.shape[-1] if with_sums else 0,), jnp.float32)
       d, db = _launch(list(ops), (out, dbias), trans_a, trans_b, code, settings)
       sums.append(db)
       return d
@@ -124,27 +128,30 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, settings):
 
   @custom_vmap
   def call(a, b, c):
-    return partition.sharded_call(local, _spec(a, b, c, trans_a, trans_b), a, b, c)
+    return partition.sharded_call(local, _spec(a, b, c, trans_a, trans_b, with_sums), a, b, c)
 
   @call.def_vmap
   def rule(axis_size, in_batched, a, b, c):
-    del axis_size
     if not any(in_batched):
       return call(a, b, c), (False, False)
     a, b, c = _gemm._to_front_batch(in_batched, [a, b, c])
     # One row of column sums per batch entry: the formula, summed over each entry's rows.
     x = _scaled_product(a, b, c, trans_a, trans_b, name)
-    return (x.astype(c.dtype), jnp.sum(x, axis=tuple(range(1, x.ndim - 1)))), (True, True)
+    sums = (jnp.sum(x, axis=tuple(range(1, x.ndim - 1))) if with_sums
+            else jnp.zeros((axis_size, 0), jnp.float32))
+    return (x.astype(c.dtype), sums), (True, True)
 
   return call
 
 
-def gemm_dact(ctx: Context, a, b, c, trans_a: bool, trans_b: bool, name: str):
+def gemm_dact(ctx: Context, a, b, c, trans_a: bool, trans_b: bool, name: str,
+              with_sums: bool = True):
   """(d, dbias) for (op(a) @ op(b)) * act'(c) (name: a canonical activation name; c the
   saved pre-activation, for relu z or act(z)): one kernel launch where supported, else
-  the formula."""
+  the formula. with_sums=False: dbias is an empty (0,) array on the kernel path (no bias
+  to differentiate; the kernel skips the column sums)."""
   why = why_not_kernel(ctx, a, b, c, name)
   if why is None:
-    return _kernel(bool(trans_a), bool(trans_b), name, ctx.tuning)(a, b, c)
+    return _kernel(bool(trans_a), bool(trans_b), name, bool(with_sums), ctx.tuning)(a, b, c)
   _explain.note_reference(TARGET, [x.shape for x in (a, b, c)], why)
   return reference(a, b, c, trans_a, trans_b, name)
