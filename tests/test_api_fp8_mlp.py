@@ -250,6 +250,23 @@ def test_fp8_mlp_matches_the_stack_of_fp8_dot_layers(path, rng, act, final, with
     assert rel(g, w) < 2e-2, rel(g, w)
 
 
+def test_fp8_mlp_without_hidden_activation_or_biases(cpu_ffi, rng):
+  # No activation between the layers: the next layer quantizes z itself (the plain dual
+  # quantizer), the backward's quantizer runs with activation 0 (dz = g and its sums).
+  x, ws, _, t = network(rng, [128, 256, 64], (96,), with_bias=False)
+  for act, final in [(None, "silu"), ("relu", None)]:
+    op = lambda x, ws, bs: jax_sm100.fp8_mlp(x, ws, bs, activation=act, final_activation=final)
+    cpu_ffi.clear()
+    grads = jax.jit(jax.grad(loss_fn(op), (0, 1)))(x, ws, None, t)
+    launched = [c[0] for c in cpu_ffi]
+    # dact: the hidden layer's, and the top layer's when it has an activation
+    assert launched.count(ACT) == (act is not None), launched
+    assert launched.count(DACT) == 1 + (final is not None), launched
+    want = jax.jit(jax.grad(loss_fn(stack(act, final)), (0, 1)))(x, ws, None, t)
+    for g, w in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(want)):
+      assert rel(g, w) < 2e-2, rel(g, w)
+
+
 def test_fp8_mlp_grads_against_float64(cpu_ffi, rng):
   x, ws, bs, t = network(rng, [128, 256, 128, 16], (96,))
   op = lambda x, ws, bs: jax_sm100.fp8_mlp(x, ws, bs, activation="silu")
