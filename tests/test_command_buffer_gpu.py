@@ -37,6 +37,10 @@ SCRIPT = textwrap.dedent("""
     dact = jax.ffi.ffi_call("jax_sm100_gemm_dact", (jax.ShapeDtypeStruct((256, 512), jnp.bfloat16),
                                                    jax.ShapeDtypeStruct((512,), jnp.float32)))
 
+    from jax_sm100 import _backend
+    from jax_sm100._launch import quantize as quant
+    ctx = _backend.context()
+
     @jax.jit
     def f(a, b, c, x, w):
         d = jax_sm100.matmul(a, b)
@@ -49,7 +53,11 @@ SCRIPT = textwrap.dedent("""
         g, gsum = dact(a, b, c, trans_a=False, trans_b=False, block_m=np.int32(128),
                        block_n=np.int32(256), cluster_m=np.int32(2), group_m=np.int32(8),
                        split_k=np.int32(1), activation=np.int32(2))  # gelu_tanh
-        return d, r, q, s, y, e, g, gsum
+        # The FP8 quantizers with a prologue: d = gelu(c) quantized, and c * gelu'(c)'s
+        # column sums (each launch writes its sums, nothing accumulates across calls).
+        (pq, ps), _ = quant.act_quantize_dual(ctx, c, "gelu_tanh")
+        _, _, psum = quant.dact_quantize_dual(ctx, c, c, "gelu_tanh")
+        return d, r, q, s, y, e, g, gsum, pq, ps, psum
 
     text = f.lower(*(jnp.zeros(s, jnp.bfloat16) for s in
                      [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])).as_text()
@@ -60,20 +68,25 @@ SCRIPT = textwrap.dedent("""
     # bf16 products: bf16 rounding of inputs/outputs (~1e-2 bound); FP8 (e4m3, 3 mantissa
     # bits): elementwise error up to 2^-4, ~2-3% in norm, so 6e-2 against the exact product.
     bound = {"matmul": 1e-2, "residual": 1e-2, "cluster": 1e-2, "fp8_dot": 6e-2,
-             "quantize": 6e-2, "dact": 1e-2, "dact_sums": 1e-2}
+             "quantize": 6e-2, "dact": 1e-2, "dact_sums": 1e-2, "act_quantize": 6e-2,
+             "dact_quantize_sums": 1e-2}
     worst = dict.fromkeys(bound, 0.0)
     for i in range(6):  # distinct buffers every call
         a, b, c, x, w = (jnp.asarray(rng.standard_normal(s), jnp.bfloat16) for s in
                          [(256, 384), (384, 512), (256, 512), (256, 384), (384, 512)])
-        d, r, q, s, y, e, g, gsum = jax.block_until_ready(f(a, b, c, x, w))
+        d, r, q, s, y, e, g, gsum, pq, ps, psum = jax.block_until_ready(f(a, b, c, x, w))
         A, B, C, X, W = (np.asarray(v, np.float64) for v in (a, b, c, x, w))
         t = np.tanh(np.sqrt(2 / np.pi) * (C + 0.044715 * C ** 3))
         gelu_d = 0.5 * (1 + t) + 0.5 * C * (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * C * C)
         G = (A @ B) * gelu_d
         deq = np.asarray(q, np.float64) * np.repeat(np.asarray(s, np.float64), 128, axis=1)[:, :384]
+        pdeq = np.asarray(pq, np.float64) * np.repeat(np.asarray(ps, np.float64), 128, axis=1)
+        gelu = 0.5 * C * (1 + t)
         for name, got, ref in (("matmul", d, A @ B), ("residual", r, 0.5 * (A @ B) + 2.0 * C),
                                ("cluster", e, A @ B), ("fp8_dot", y, X @ W), ("quantize", deq, X),
-                               ("dact", g, G), ("dact_sums", gsum, G.sum(0))):
+                               ("dact", g, G), ("dact_sums", gsum, G.sum(0)),
+                               ("act_quantize", pdeq, gelu),
+                               ("dact_quantize_sums", psum, (C * gelu_d).sum(0))):
             err = np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref)
             worst[name] = max(worst[name], err)
     print("worst relative error", worst)
