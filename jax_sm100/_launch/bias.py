@@ -24,14 +24,13 @@ the attribute `activation` (jax_sm100._activations.CODES).
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _activations, _explain, tuning
+from jax_sm100 import _activations, _explain
 from jax_sm100._backend import Context
 from jax_sm100._launch import gemm as _gemm
 from jax_sm100._launch import partition
@@ -52,19 +51,6 @@ def why_not_kernel(ctx: Context, a, b, out_dtype):
     return lambda: (f"inputs {a.dtype.name}, output {out_dtype.name}: the bias/activation "
                     f"kernel writes its input dtype or float32")
   return None
-
-
-def _launch(ops, results, trans_a, trans_b, code: int, settings):
-  """One ffi_call of the target, (d, pre) out, the tile configuration as attributes."""
-  d = results[0]
-  m, n = d.shape[-2:]
-  batch = math.prod(d.shape[:-2])
-  k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
-  cfg, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=False)
-  attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), activation=np.int32(code),
-               **cfg.attributes())
-  _explain.note_launch(TARGET, ops, attrs, f"{m}x{n}x{k}, batch {batch}: {why}")
-  return jax.ffi.ffi_call(TARGET, results, vmap_method="broadcast_all")(*ops, **attrs)
 
 
 def _spec(a, b, bias, want_pre, trans_a, trans_b):
@@ -92,7 +78,8 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, want_pre: bool, out_dtype: 
     def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
       bias_p = pad_to(bias, 0, out.shape[-1]) if bias.shape[0] else bias
       pre = jax.ShapeDtypeStruct(out.shape if want_pre else (0,), out.dtype)
-      d, pre = _launch(list(ops) + [bias_p], (out, pre), trans_a, trans_b, code, settings)
+      d, pre = _gemm._launch(TARGET, list(ops) + [bias_p], (out, pre), trans_a, trans_b,
+                             settings, residual=False, activation=np.int32(code))
       pre_out.append(pre)
       return d
 

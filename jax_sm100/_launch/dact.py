@@ -24,7 +24,6 @@ M fits one tile (dact_config).
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -79,21 +78,6 @@ def dact_config(cfg: tuning.GemmConfig, m: int) -> tuning.GemmConfig:
   return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
 
 
-def _launch(ops, results, trans_a, trans_b, code: int, settings):
-  d = results[0]
-  m, n = d.shape[-2:]
-  batch = math.prod(d.shape[:-2])
-  k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
-  plain, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=True)
-  cfg = dact_config(plain, m)
-  attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), activation=np.int32(code),
-               **cfg.attributes())
-  _explain.note_launch(TARGET, ops, attrs,
-                       f"{m}x{n}x{k}, batch {batch}: {why}; dact tiling "
-                       f"{cfg.block_m}x{cfg.block_n}")
-  return jax.ffi.ffi_call(TARGET, results, vmap_method="broadcast_all")(*ops, **attrs)
-
-
 def _spec(a, b, c, trans_a, trans_b, with_sums: bool):
   """gemm.py's factors with K whole, c sharing d's, dbias ("n",) summed over the rows
   (without the sums: an empty (0,) result, not sharded)."""
@@ -119,7 +103,8 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, with_sums: bool, settings):
 
     def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
       dbias = jax.ShapeDtypeStruct((out.shape[-1] if with_sums else 0,), jnp.float32)
-      d, db = _launch(list(ops), (out, dbias), trans_a, trans_b, code, settings)
+      d, db = _gemm._launch(TARGET, list(ops), (out, dbias), trans_a, trans_b, settings,
+                            residual=True, tiling=dact_config, activation=np.int32(code))
       sums.append(db)
       return d
 

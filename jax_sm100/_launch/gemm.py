@@ -79,12 +79,22 @@ def _to_front_batch(in_batched, ops):
   return out
 
 
-def _launch(target, ops, out, trans_a, trans_b, settings, **scalars):
-  """One ffi_call of `target` with its tile configuration as attributes."""
-  m, n = out.shape[-2:]
-  batch = math.prod(out.shape[:-2])
+def _launch(target, ops, out, trans_a, trans_b, settings, *, residual=None, tiling=None,
+            **scalars):
+  """One ffi_call of `target` (every GEMM-family target: the product's layout attributes,
+  the tile configuration, `scalars`) returning `out` (d's struct, or a tuple whose first
+  is d's). The configuration is tuning.resolve_gemm's for the product (residual: its
+  residual table, by default for RESIDUAL_TARGET), or tiling(that config, M) for a
+  target with tilings of its own."""
+  d = out[0] if isinstance(out, tuple) else out
+  m, n = d.shape[-2:]
+  batch = math.prod(d.shape[:-2])
   k = ops[0].shape[-2] if trans_a else ops[0].shape[-1]
-  cfg, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=target == RESIDUAL_TARGET)
+  residual = target == RESIDUAL_TARGET if residual is None else residual
+  cfg, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=residual)
+  if tiling is not None:
+    cfg = tiling(cfg, m)
+    why += f"; {target}'s tiling {cfg.block_m}x{cfg.block_n}"
   attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), **scalars, **cfg.attributes())
   _explain.note_launch(target, ops, attrs, f"{m}x{n}x{k}, batch {batch}: {why}")
   return jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")(*ops, **attrs)
