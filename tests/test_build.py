@@ -66,12 +66,13 @@ def test_registrations_match_build():
 
 
 def _launching_modules():
-    """The package's modules that call jax.ffi.ffi_call (the launch layer), imported."""
+    """The package's modules that call jax.ffi.ffi_call, directly or through
+    _launch/gemm.py's _launch (the launch layer), imported."""
     pkg = os.path.dirname(os.path.abspath(jax_sm100.__file__))
     out = {}
     for path in sorted(glob.glob(os.path.join(pkg, "**", "*.py"), recursive=True)):
         with open(path, encoding="utf-8") as f:
-            if not re.search(r"\bjax\.ffi\.ffi_call\(", f.read()):
+            if not re.search(r"\bjax\.ffi\.ffi_call\(|\b_gemm\._launch\(", f.read()):
                 continue
         name = os.path.relpath(path, os.path.dirname(pkg))[:-3].replace(os.sep, ".")
         name = name[:-len(".__init__")] if name.endswith(".__init__") else name
