@@ -14,9 +14,9 @@ The numbers are the layers' (d rounded to the hidden dtype before its quantizati
 likewise, the bias gradient the fp32 sum of the rounded dz), with the activations of the
 kernels (kernels/common/activation.h, within a few fp32 ulps of jax.nn's).
 
-Where a piece cannot run as a kernel (the reference backend, sm100: the two quantizer
-targets have no sm_100a self-test, dtypes other than bfloat16), fp8_mlp is exactly the
-stack of fp8_dot layers.
+Where a piece cannot run as a kernel (the reference backend, dtypes other than bfloat16,
+sm100 until the first-use self-tests of the quantizers and the FP8 bias GEMM passed),
+fp8_mlp is exactly the stack of fp8_dot layers.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _activations, _autodiff, _backend, _fp8
+from jax_sm100 import _activations, _autodiff, _backend, _fp8, _selftest_guard
 from jax_sm100._launch import fp8 as _fp8_launch
 from jax_sm100._launch import quantize as _quant
 from jax_sm100._reference import FP8_BLOCK as BLOCK
@@ -36,10 +36,12 @@ BF16 = np.dtype(jnp.bfloat16)
 
 
 def block_ok(ctx, x_dtype, out_dtype, shapes) -> bool:
-  """Whether the fused block runs: bf16 in and out, both quantizer targets callable, every
-  layer's FP8 bias kernel usable. shapes: (m, k, n) per layer."""
+  """Whether the fused block runs: bf16 in and out, both quantizer targets callable (on
+  sm100: their family's first-use self-test passed), every layer's FP8 bias kernel
+  usable. shapes: (m, k, n) per layer."""
   return (np.dtype(x_dtype) == BF16 and np.dtype(out_dtype) == BF16
-          and all(ctx.can_call(t) for t in (_quant.ACT_DUAL_TARGET, _quant.DACT_DUAL_TARGET))
+          and all(ctx.can_call(t) and _selftest_guard.refusal(ctx, t) is None
+                  for t in (_quant.ACT_DUAL_TARGET, _quant.DACT_DUAL_TARGET))
           and all(_fp8_launch.bias_kernel_ok(ctx, m, n, k, BF16) for m, k, n in shapes))
 
 

@@ -3,7 +3,7 @@ given the kernel's tilings, how one case launches the kernel and the reference p
 the float64 result with its tolerance (jax_sm100.selftest runs them).
 
 Families: gemm and gemm_residual (bf16/fp16 GEMM), fp8_gemm and fp8_gemm_residual (FP8
-blockwise GEMM), fp8_quantize (the two quantize targets), mxfp8 (MXFP8 block-scaled GEMM;
+blockwise GEMM), fp8_quantize (the quantize targets, with and without a prologue), mxfp8 (MXFP8 block-scaled GEMM;
 its cases live in jax_sm100/_mxfp8.py), grouped_gemm, kgrouped_gemm and fp8_grouped_gemm
 (the M-grouped, K-grouped and FP8 M-grouped GEMMs; jax_sm100/_selftest_grouped.py),
 gemm_bias (the fused bias/activation GEMM). A new family adds an entry to FAMILIES and a
@@ -302,6 +302,12 @@ FAMILIES.update({
 # blocks. The kernels implement the recipe bit for bit (jax_sm100._reference.
 # quantize_blockwise), so the result compared is every q and scale as float32,
 # concatenated, against a float64-held NumPy model of the recipe, exactly.
+# The dual kernel's prologues (jax_sm100_quantize_fp8_act_dual, _dact_dual) are tested
+# with relu, exact in every dtype: act quantizes relu(x); dact quantizes dz = x * relu'(z)
+# with z = x's rows reversed, and writes dz's column sums per 128-row block, which the
+# model adds in the kernel's order (rows 0-63 and 64-127 each in order, then the two) in
+# float32: exact too. (The activations' fp32 math is the GEMM epilogues', self-tested with
+# the fp8_gemm_bias family.)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +316,7 @@ class QuantizeCase(Case):
   t_block_rows: int = 0            # 0: the single target; else the dual target's x^T blocks
   scale_transposed: bool = False   # x's 1x128 scales as the GEMM's a_scale_t (pads of 1)
   scale_t_transposed: bool = False  # the same for x^T's (dual, t_block_rows 1)
+  prologue: str = ""               # "act": relu(x); "dact": x * relu'(z) and its sums
 
   @property
   def layout(self) -> str:
@@ -321,7 +328,8 @@ class QuantizeCase(Case):
       s += f" and x^T in {self.t_block_rows}x128"
     flags = [n for n, f in (("scales", self.scale_transposed),
                             ("x^T scales", self.scale_t_transposed)) if f]
-    return s + (f" ({', '.join(flags)} transposed)" if flags else "")
+    s += f" ({', '.join(flags)} transposed)" if flags else ""
+    return {"act": "relu of ", "dact": "x * relu'(z) of "}.get(self.prologue, "") + s
 
   def describe(self) -> str:
     return (f"{self.family} {self.tiling[0]}x{self.tiling[1]} blocks, {self.layout}, "
@@ -337,19 +345,45 @@ _QUANT_CASES = ((1, 0, False, False, "bfloat16", (300, 264)),
                 (1, 1, True, True, "bfloat16", (130, 264)),
                 (128, 128, False, False, "float16", (257, 200)),
                 (1, 1, False, False, "float32", (72, 136)))
+# The prologue targets at their block shapes (act: 1x128 both ways; dact: 1x128 and x^T in
+# 128x128), partial blocks, both scale layouts.
+_PROLOGUE_CASES = (("act", 1, 1, True, True, "bfloat16", (300, 264)),
+                   ("act", 1, 1, False, False, "float16", (130, 136)),
+                   ("dact", 1, 128, True, False, "bfloat16", (300, 264)),
+                   ("dact", 1, 128, False, False, "float32", (130, 200)))
 
 
 def _quant_cases(family: str, tilings: tuple) -> list:
   del tilings
-  return [QuantizeCase(family, (br, 128, 1), False, False, dt, "float32", shape, (1,),
-                       t_block_rows=tbr, scale_transposed=st, scale_t_transposed=stt)
-          for br, tbr, st, stt, dt, shape in _QUANT_CASES]
+  return ([QuantizeCase(family, (br, 128, 1), False, False, dt, "float32", shape, (1,),
+                        t_block_rows=tbr, scale_transposed=st, scale_t_transposed=stt)
+           for br, tbr, st, stt, dt, shape in _QUANT_CASES] +
+          [QuantizeCase(family, (br, 128, 1), False, False, dt, "float32", shape, (1,),
+                        t_block_rows=tbr, scale_transposed=st, scale_t_transposed=stt,
+                        prologue=pro)
+           for pro, br, tbr, st, stt, dt, shape in _PROLOGUE_CASES])
+
+
+def _prologue_operands(case: QuantizeCase, x, xp):
+  """(the values quantized, z) of a prologue case, in the array module xp."""
+  if case.prologue == "act":
+    return xp.maximum(x, xp.zeros((), x.dtype)), None
+  z = xp.flip(x, 0)
+  return x * (z > 0).astype(x.dtype), z  # x * relu'(z): exact
 
 
 def _quant_kernel(case: QuantizeCase, x, b, c):
   from jax_sm100._launch import quantize as _quant_launch
   br = case.tiling[0]
-  if case.t_block_rows:
+  if case.prologue == "act":
+    fn = _quant_launch._act_dual_kernel("relu", case.scale_transposed, case.scale_t_transposed)
+    (q, s), (qt, st) = jax.jit(fn)(x)
+    parts = (q, s, qt, st)
+  elif case.prologue == "dact":
+    fn = _quant_launch._dact_dual_kernel("relu", case.scale_transposed)
+    (q, s), (qt, st), sums = jax.jit(fn)(x, jnp.flip(x, 0))
+    parts = (q, s, qt, st, sums)
+  elif case.t_block_rows:
     fn = _quant_launch._quantize_dual_kernel(case.t_block_rows, case.scale_transposed,
                                               case.scale_t_transposed, br)
     (q, s), (qt, st) = jax.jit(fn)(x)
@@ -373,10 +407,30 @@ def _quant_parts(case: QuantizeCase, x, quantize, transpose_scale):
 def _quant_reference(case: QuantizeCase, x, b, c):
   from jax_sm100._launch.fp8 import transpose_a_scale
   def f(x):
-    parts = _quant_parts(case, x, lambda v, br: _reference.quantize_blockwise(
+    v = _prologue_operands(case, x, jnp)[0] if case.prologue else x
+    parts = _quant_parts(case, v, lambda v, br: _reference.quantize_blockwise(
         v, (br, 128), jnp.float8_e4m3fn), transpose_a_scale)
+    if case.prologue == "dact":
+      r, c = v.shape
+      rp = -(-r // 128) * 128
+      parts.append(jnp.sum(jnp.pad(v.astype(jnp.float32), ((0, rp - r), (0, 0))).reshape(
+          rp // 128, 128, c), axis=1))
     return jnp.concatenate([p.astype(jnp.float32).ravel() for p in parts])
   return jax.jit(f)(x)
+
+
+def _block_sums_model(v):
+  """Column sums of v per 128-row block in the dact kernel's order, float32."""
+  v = np.asarray(v).astype(np.float32)
+  r, c = v.shape
+  out = np.zeros((-(-r // 128), c), np.float32)
+  for b in range(out.shape[0]):
+    halves = [np.zeros(c, np.float32), np.zeros(c, np.float32)]
+    for i in range(b * 128, min(r, b * 128 + 128)):
+      h = (i - b * 128) // 64
+      halves[h] = (halves[h] + v[i]).astype(np.float32)
+    out[b] = (halves[0] + halves[1]).astype(np.float32)
+  return out
 
 
 def _quant_model(x, block_rows: int):
@@ -405,13 +459,25 @@ def _quant_expected(case: QuantizeCase, x, b, c):
     st = np.ones((s.shape[1], -(-s.shape[0] // 4) * 4), np.float32)
     st[:, :s.shape[0]] = s.T
     return st
-  parts = _quant_parts(case, np.asarray(x), _quant_model, transpose_scale)
+  x = np.asarray(x)
+  v = _prologue_operands(case, x, np)[0] if case.prologue else x
+  parts = _quant_parts(case, v, _quant_model, transpose_scale)
   want = np.concatenate([np.asarray(p).astype(np.float64).ravel() for p in parts])
-  return want, 1e-30
+  if case.prologue != "dact":
+    return want, 1e-30
+  # The sums: exact for the kernel (the model adds in its order); the reference path's
+  # jnp.sum adds in another, within 130 ulps of the absolute sums.
+  sums = _block_sums_model(v).astype(np.float64)
+  v64 = np.abs(np.asarray(v).astype(np.float64))
+  r = v64.shape[0]
+  abs_sums = np.pad(v64, ((0, -r % 128), (0, 0))).reshape(-1, 128, v64.shape[1]).sum(1)
+  tol = np.concatenate([np.full(want.shape, 1e-30), (130 * 2.0**-24 * abs_sums + 1e-30).ravel()])
+  return np.concatenate([want, sums.ravel()]), tol
 
 
 FAMILIES["fp8_quantize"] = Family(
-    "fp8_quantize", ("jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual"),
+    "fp8_quantize", ("jax_sm100_quantize_fp8", "jax_sm100_quantize_fp8_dual",
+                     "jax_sm100_quantize_fp8_act_dual", "jax_sm100_quantize_fp8_dact_dual"),
     lambda tilings: _quant_cases("fp8_quantize", tilings),
     lambda backend: ((1, 128, 1), (128, 128, 1)), _quant_kernel, _quant_reference,
     _quant_expected)

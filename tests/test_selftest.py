@@ -113,6 +113,8 @@ def test_unproven_backends_is_sm100():
   assert selftest.family_of("jax_sm100_fp8_gemm_residual") == "fp8_gemm_residual"
   assert selftest.family_of("jax_sm100_quantize_fp8") == "fp8_quantize"
   assert selftest.family_of("jax_sm100_quantize_fp8_dual") == "fp8_quantize"
+  assert selftest.family_of("jax_sm100_quantize_fp8_act_dual") == "fp8_quantize"
+  assert selftest.family_of("jax_sm100_quantize_fp8_dact_dual") == "fp8_quantize"
   assert selftest.family_of("jax_sm100_mxfp8_gemm") == "mxfp8"
   assert selftest.family_of("jax_sm100_no_such_target") is None
 

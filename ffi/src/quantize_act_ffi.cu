@@ -16,7 +16,8 @@
 // epilogues' device forms); the kernel is quantize_dual_kernel's Prologue
 // (kernels/common/quantize_fp8.cuh). Validation: common/quantize_problem.h, shared with
 // the CPU handlers (cpu/quantize_cpu.cc). Plain CUDA: built for every architecture of the
-// build, registered for sm_90a only (targets.h: no sm_100a self-test covers them).
+// build; on sm_100a (never run on hardware here) the fp8_quantize self-test family's
+// first-use cases (relu, exact) guard them.
 // Graph-safe: no allocation, no host synchronisation.
 #include <cuda_runtime.h>
 

@@ -31,9 +31,9 @@
   X("jax_sm100_fp8_grouped_gemm", JaxSm100Fp8GroupedGemm, JaxSm100Fp8GroupedGemmCpu, true) \
   X("jax_sm100_quantize_fp8_dual", JaxSm100QuantizeFp8Dual, JaxSm100QuantizeFp8DualCpu, true) \
   X("jax_sm100_quantize_fp8_act_dual", JaxSm100QuantizeFp8ActDual,                         \
-    JaxSm100QuantizeFp8ActDualCpu, false)                                                  \
+    JaxSm100QuantizeFp8ActDualCpu, true)                                                  \
   X("jax_sm100_quantize_fp8_dact_dual", JaxSm100QuantizeFp8DactDual,                       \
-    JaxSm100QuantizeFp8DactDualCpu, false)
+    JaxSm100QuantizeFp8DactDualCpu, true)
 
 extern "C" {
 #define JAX_SM100_DECLARE_CPU_HANDLER(name, symbol, cpu_symbol, sm100) \
