@@ -77,18 +77,29 @@ def derivative(name: str, z):
   return jnp.ones_like(z)
 
 
+def rounded(name: str, z):
+  """act(z) in fp32, rounded once to z's dtype: a layer's output as XLA's pass after the
+  GEMM writes it (and as the prologue quantizer quantizes it)."""
+  return apply(name, z.astype(jnp.float32)).astype(z.dtype)
+
+
+def rounded_grad(name: str, saved, g):
+  """dz = g * act'(z) in fp32, rounded once to g's dtype (g itself without an
+  activation); `saved` z, or for relu d."""
+  if name == "none":
+    return g
+  return (g.astype(jnp.float32) * derivative(name, saved)).astype(g.dtype)
+
+
 def epilogue_grads(name: str, saved, g, has_bias: bool):
   """(dz, dbias) of the fused bias/activation epilogue's backward (matmul_bias and
   fp8_dot(bias=) alike): dz = g * act'(z) in fp32, rounded once to g's dtype and written
   once (an optimization barrier keeps XLA from recomputing it inside the bias reduction,
   which would read g and z twice), and dbias the fp32 sum of that rounded dz over every
   axis but the last (an empty fp32 array without a bias). `saved`: z, or for relu d."""
-  if name == "none":
-    dz = g
-  else:
-    dz = (g.astype(jnp.float32) * derivative(name, saved)).astype(g.dtype)
-    if has_bias:
-      dz = jax.lax.optimization_barrier(dz)
+  dz = rounded_grad(name, saved, g)
+  if name != "none" and has_bias:
+    dz = jax.lax.optimization_barrier(dz)
   if not has_bias:
     return dz, jnp.zeros((0,), jnp.float32)
   return dz, jnp.sum(dz.astype(jnp.float32), axis=tuple(range(g.ndim - 1)))

@@ -248,7 +248,7 @@ def _fp8_dot_fused_fwd(ctx, out_dtype, x_dtype, w_dtype, plan, name, has_bias, x
   bias = bias if has_bias else None
   if name in _activations.NEEDS_PRE:
     z, res = _fused_forward(ctx, plan, "none", x2, w, bias, True)
-    d = _activations.apply(name, z.astype(jnp.float32)).astype(z.dtype)
+    d = _activations.rounded(name, z)
     return d, (res, z)
   d, res = _fused_forward(ctx, plan, name, x2, w, bias, True)
   return d, (res, d if name == "relu" else None)

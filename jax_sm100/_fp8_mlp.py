@@ -75,7 +75,7 @@ def _forward(ctx, names, plans, has_bias, x, weights, biases, for_grad: bool):
       saved.append(z)
     elif name in _activations.NEEDS_PRE:  # as fp8_dot: z, then the activation in XLA
       z = _fp8_launch.fp8_gemm_bias(ctx, xq, xs, wtq, wts, bias, "none")
-      x = _activations.apply(name, z.astype(jnp.float32)).astype(z.dtype)
+      x = _activations.rounded(name, z)
       saved.append(z)
     else:
       x = _fp8_launch.fp8_gemm_bias(ctx, xq, xs, wtq, wts, bias, name)

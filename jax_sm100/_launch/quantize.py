@@ -209,18 +209,6 @@ def quantize_dual(ctx: Context, x, t_block_rows: int, scale_transposed: bool = F
 # The dual quantization with a prologue: a layer's activation, or its backward
 # ---------------------------------------------------------------------------
 
-def _act_values(z, name):
-  """d = act(z) in fp32, rounded to z's dtype: what act_quantize_dual quantizes."""
-  return _activations.apply(name, z.astype(jnp.float32)).astype(z.dtype)
-
-
-def _dact_values(g, z, name):
-  """dz = g * act'(z) in fp32, rounded to g's dtype: what dact_quantize_dual quantizes."""
-  if name == "none":
-    return g
-  return (g.astype(jnp.float32) * _activations.derivative(name, z)).astype(g.dtype)
-
-
 def _block_col_sums(dz):
   """The fp32 column sums of dz (R, C) per 128-row block: (ceil(R/128), C)."""
   r, c = dz.shape
@@ -276,7 +264,7 @@ def _act_dual_kernel(name: str, scale_transposed: bool, scale_t_transposed: bool
     if not in_batched[0]:
       return call(z), ((False, False), (False, False))
     inner = _quantize_dual_kernel(1, scale_transposed, scale_t_transposed, 1)
-    return jax.vmap(lambda z: inner(_act_values(z, name)))(z), ((True, True), (True, True))
+    return jax.vmap(lambda z: inner(_activations.rounded(name, z)))(z), ((True, True), (True, True))
 
   return call
 
@@ -302,7 +290,7 @@ def _dact_dual_kernel(name: str, scale_transposed: bool):
     inner = _quantize_dual_kernel(BLOCK, scale_transposed, False, 1)
 
     def one(g, z):
-      dz = _dact_values(g, z, name)
+      dz = _activations.rounded_grad(name, z, g)
       return inner(dz) + (_block_col_sums(dz),)
 
     return jax.vmap(one)(g, z), ((True, True), (True, True), True)
@@ -326,7 +314,8 @@ def act_quantize_dual(ctx: Context, z, name: str, scale_transposed: bool = False
   if name != "none":
     _explain.note_reference(ACT_DUAL_TARGET, [z.shape], lambda: ctx.why_not(ACT_DUAL_TARGET)
                             or f"input {z.dtype.name}")
-  return quantize_dual(ctx, _act_values(z, name), 1, scale_transposed, scale_t_transposed)
+  return quantize_dual(ctx, _activations.rounded(name, z), 1, scale_transposed,
+                      scale_t_transposed)
 
 
 def dact_quantize_dual(ctx: Context, g, z, name: str, scale_transposed: bool = False):
@@ -341,8 +330,6 @@ def dact_quantize_dual(ctx: Context, g, z, name: str, scale_transposed: bool = F
     return q, qt, jnp.sum(sums, axis=0)
   _explain.note_reference(DACT_DUAL_TARGET, [g.shape, z.shape],
                           lambda: ctx.why_not(DACT_DUAL_TARGET) or f"input {g.dtype.name}")
-  dz = _dact_values(g, z, name)
-  if name != "none":
-    dz = jax.lax.optimization_barrier(dz)  # written once, read by the sum and the quantizer
+  dz, dbias = _activations.epilogue_grads(name, z, g, True)  # dz written once
   q, qt = quantize_dual(ctx, dz, BLOCK, scale_transposed)
-  return q, qt, jnp.sum(dz.astype(jnp.float32), axis=0)
+  return q, qt, dbias
