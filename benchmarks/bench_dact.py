@@ -9,8 +9,12 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
   formula     the launch layer's formula (what mlp runs without the kernel), as XLA
               compiles it: the fp32 product times act'(z), rounded, and its column sums
   dot_only    XLA's dot alone (the product without the activation's backward)
-  dact:<tile> our dact kernel with the bias gradient, per tiling (block_n, cluster_m)
+  dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER (64x256:
+              the ping-pong kernel)
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
+  plain:<tile> our plain GEMM g @ W^T per tiling (what the epilogue adds to)
+  bias:<tile> the forward layer's kernel on the same product: z = g @ W^T + b and
+              act(z), both written (jax_sm100_gemm_bias with pre)
 
     python benchmarks/bench_dact.py [--shapes 8192x4096x4096,8192x4096x16] [--act gelu]
         [--out dact.json]
@@ -34,11 +38,11 @@ import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
-TILINGS = ((256, 1), (256, 2))
+TILINGS = ((128, 256, 1), (128, 256, 2), (64, 256, 1), (64, 256, 2))
 
 
-def _attrs(block_n, cluster_m, **kw):
-  return dict(trans_a=False, trans_b=True, block_m=np.int32(128), block_n=np.int32(block_n),
+def _attrs(block_m, block_n, cluster_m, **kw):
+  return dict(trans_a=False, trans_b=True, block_m=np.int32(block_m), block_n=np.int32(block_n),
               cluster_m=np.int32(cluster_m), group_m=np.int32(8), split_k=np.int32(1), **kw)
 
 
@@ -58,17 +62,23 @@ def variants(m, n, act):
 
   def our_gemm(g, w):
     return jax.ffi.ffi_call("jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(
-        g, w, **_attrs(256, 2))
+        g, w, **_attrs(128, 256, 2))
 
   formula = lambda g, w, z: _launch_dact.reference(g, w, z, False, True, name)
   out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "formula": formula,
          "dot_only": lambda g, w, z: xla_dot(g, w)}
-  for bn, cm in TILINGS:
+  for t in TILINGS:
+    tag_t = "%dx%dc%d" % t
     for wants, tag in ((True, "dact"), (False, "nodb")):
       res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
              jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
-      out[f"{tag}:{bn}c{cm}"] = (lambda res, bn, cm: lambda g, w, z: jax.ffi.ffi_call(
-          "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(bn, cm, activation=code)))(res, bn, cm)
+      out[f"{tag}:{tag_t}"] = (lambda res, t: lambda g, w, z: jax.ffi.ffi_call(
+          "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(*t, activation=code)))(res, t)
+    out[f"plain:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call(
+        "jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(g, w, **_attrs(*t)))(t)
+    two = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),) * 2
+    out[f"bias:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call("jax_sm100_gemm_bias", two)(
+        g, w, z[0].astype(jnp.float32), **_attrs(*t, activation=code)))(t)
   return out
 
 
