@@ -9,8 +9,7 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
   formula     the launch layer's formula (what mlp runs without the kernel), as XLA
               compiles it: the fp32 product times act'(z), rounded, and its column sums
   dot_only    XLA's dot alone (the product without the activation's backward)
-  dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER (64x256:
-              the ping-pong kernel)
+  dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
   plain:<tile> our plain GEMM g @ W^T per tiling (what the epilogue adds to)
   bias:<tile> the forward layer's kernel on the same product: z = g @ W^T + b and
@@ -38,7 +37,7 @@ import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
-TILINGS = ((128, 256, 1), (128, 256, 2), (64, 256, 1), (64, 256, 2))
+TILINGS = ((128, 256, 1), (128, 256, 2))
 
 
 def _attrs(block_m, block_n, cluster_m, **kw):

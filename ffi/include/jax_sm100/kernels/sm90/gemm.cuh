@@ -15,20 +15,6 @@
 //     fp32 accum -> alpha, beta*C (C from smem) -> Out -> swizzled smem -> TMA store.
 //     NumWG = 2 normally; 1 for the small 64x64 decode tile (more CTAs for small M).
 //
-// Ping-pong (GemmConfig PingPong: 64-row tiles, two warpgroups): each consumer warpgroup
-// owns whole 64 x BLOCK_N tiles, the CTA's even tiles for warpgroup 0 and its odd ones
-// for warpgroup 1, so that one warpgroup's epilogue (the bias/activation math, the
-// activation's backward, the stores) runs while the other's main loop keeps the tensor
-// cores busy. The producer fills the input ring in tile order as before; a warpgroup
-// passes over the other's stages by advancing its ring cursor k_blocks stages
-// (PipelineState::advance) without waiting. That is safe only while no waiter is two
-// phases ahead of a stage's barrier, so the main loops take turns: a warpgroup starts
-// waiting on its tile's first stage only once the other warpgroup has acquired every
-// stage of the tile before it (a "main loop has all its stages" mbarrier per warpgroup,
-// arrived right after that last acquire). C chunks come through one epilogue-load ring
-// per warpgroup (the load warp fills ring t % 2 with tile t's chunks), each with one
-// consumer warpgroup that takes every stage in order, so those rings need no ordering.
-//
 // Epilogue staging: plain kernels stage D through kDBufs 64 x 128 B buffers per
 // warpgroup (4 for 256-wide warpgroup tiles: one barrier pair per bf16 tile). Residual
 // kernels stage D IN PLACE in the C chunk the epilogue-load warp brought in (each
@@ -151,33 +137,20 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
 /// consumer_mainloop for the operands' runtime layout: wgmma's transpose flags are
 /// immediates, so one instantiation per layout. wgmma imm-trans: A M-major = trans_a;
 /// B N-major = !trans_b. A constant trans_a / trans_b folds to one instantiation.
-template <class Cfg, class T, class InputPipe, class StageFixup = NoStageFixup>
+template <class Cfg, class T, class InputPipe>
 __device__ __forceinline__ void consumer_mainloop_for_layout(bool trans_a, bool trans_b,
                                                              InputPipe& input,
                                                              float (&acc)[Cfg::kWgTileN / 2],
                                                              int k_blocks, uint32_t a_off,
-                                                             uint32_t b_off, int lane,
-                                                             const StageFixup& fixup = StageFixup{}) {
+                                                             uint32_t b_off, int lane) {
   if (trans_a) {
-    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane, fixup);
-    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane, fixup);
+    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
   } else {
-    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane, fixup);
-    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane, fixup);
+    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
   }
 }
-
-/// Ping-pong's turn signal: one thread of the warpgroup arrives on `done` once it has
-/// acquired the tile's last stage (so every earlier fill of the ring has landed).
-struct SignalAfterLastStage {
-  pipeline::DeviceBarrier* done;
-  int last_kb;
-  bool leader;
-  template <class Stage>
-  __device__ __forceinline__ void operator()(const Stage&, int kb) const {
-    if (kb == last_kb && leader) done->arrive();
-  }
-};
 
 /// Issues the TMA loads of one K block (k0) of the (m0, n0) tile into a stage: A whole;
 /// of B this CTA's 1/kCluster share, multicast to the cluster when kCluster > 1.
@@ -219,7 +192,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       Cfg::kStages>;
   static_assert(sizeof(Payload) == Cfg::kPayloadBytes, "payload layout");
   constexpr int kCStagesOr1 = Cfg::kCStages > 0 ? Cfg::kCStages : 1;
-  constexpr bool kPP = Cfg::kPingPong;
   constexpr int kEpiN = 128 / static_cast<int>(sizeof(Out));  // output columns per chunk
   constexpr int kChunks = Cfg::kWgTileN / kEpiN;
 
@@ -229,28 +201,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   uint8_t* smem = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
   auto* payload = reinterpret_cast<Payload*>(smem);
   uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, kDBufs, 64 rows, 128 B)
-  uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (rings, CStages, parts, 64 rows, 128 B)
+  uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (CStages, NumWG, 64 rows, 128 B)
   auto* bars = reinterpret_cast<DeviceBarrier*>(smem + Cfg::kBarOffset);
-  DeviceBarrier* epi_bars = bars + 2 * Cfg::kStages;  // kEpiRings x (full, empty) x CStages
-  DeviceBarrier* turn_bars = epi_bars + Cfg::kEpiBarriers;  // ping-pong: per warpgroup
 
   InputTilePipeline<Payload, Cfg::kStages> input(bars, payload, "sm90_gemm.input");
+  EpiLoadPipeline<kCStagesOr1> epi(bars + 2 * Cfg::kStages, "sm90_gemm.epi_load");
 
   const int warp = static_cast<int>(ptx::warp_idx_sync());
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (threadIdx.x == 0) {
     // Producer: one arrive_expect_tx per stage. Consumers: one lane of each consumer warp
     // of every CTA in the cluster.
-    if constexpr (kPP) {
-      turn_bars[0].init(1);
-      turn_bars[1].init(1);
-    }
-    // C chunks: one TMA transaction per stage; freed by each part's storing thread once
+    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);
+    // C chunks: one TMA transaction per stage; freed by each WG's storing thread once
     // its TMA store (which reads D from the same buffer) has read shared memory.
-#pragma unroll
-    for (int r = 0; r < Cfg::kEpiRings; ++r)
-      EpiLoadPipeline<kCStagesOr1>(epi_bars + 2 * kCStagesOr1 * r).init_barriers(1, Cfg::kEpiParts);
-    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);  // fences the inits
+    epi.init_barriers(1, Cfg::kNumWG);
     ptx::tma_prefetch_descriptor(&p.tma_a);
     ptx::tma_prefetch_descriptor(&p.tma_b);
     ptx::tma_prefetch_descriptor(&p.tma_d);
@@ -295,43 +260,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // full barrier.) This replaces a cluster barrier at the kernel's end.
       if constexpr (Cfg::kCluster > 1) producer.drain();
     } else if (Cfg::kResidual && warp == 1 && lane == 0) {
-      // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk; with
-      // ping-pong, tile i of this CTA's into ring i % 2 (its warpgroup's).
-      EpiLoadPipeline<kCStagesOr1> ring0(epi_bars, "sm90_gemm.epi_load");
-      EpiLoadPipeline<kCStagesOr1> ring1(epi_bars + 2 * kCStagesOr1 * (Cfg::kEpiRings - 1),
-                                         "sm90_gemm.epi_load1");
-      // One tile's chunks into ring r (a lambda called on each ring by name: selecting
-      // a ring by reference would put both in local memory).
-      auto load_tile = [&](auto& epi, int r, int t) {
+      // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
+      for (int t = sched.first; t < sched.count(); t += sched.stride) {
         int b, mt, nt;
         sched.tile(t, b, mt, nt);
         const int zc = p.c_batched ? b : 0;
         for (int c = 0; c < kChunks; ++c) {
-          auto stage = epi.produce();  // waits until every part's WG freed the stage
-          stage.mbar()->arrive_expect_tx(Cfg::kEpiParts * Cfg::kEpiTileBytes);
+          auto stage = epi.produce();  // waits until every WG freed the stage
+          stage.mbar()->arrive_expect_tx(Cfg::kNumWG * Cfg::kEpiTileBytes);
+          uint8_t* dst = smem_c + stage.index() * Cfg::kNumWG * Cfg::kEpiTileBytes;
 #pragma unroll
-          for (int w = 0; w < Cfg::kEpiParts; ++w) {
-            ptx::tma_load_3d(smem_c + Cfg::c_chunk(r, stage.index(), w), &p.tma_c,
-                             stage.mbar()->ptr(),
-                             nt * Cfg::kBlockN + Cfg::wg_col(w) * Cfg::kWgTileN + c * kEpiN,
-                             mt * Cfg::kBlockM + Cfg::wg_row(w) * 64, zc);
+          for (int w = 0; w < Cfg::kNumWG; ++w) {
+            const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
+            ptx::tma_load_3d(dst + w * Cfg::kEpiTileBytes, &p.tma_c, stage.mbar()->ptr(),
+                             nt * Cfg::kBlockN + wn * Cfg::kWgTileN + c * kEpiN,
+                             mt * Cfg::kBlockM + wm * 64, zc);
           }
         }  // guard exit: producer_step
-      };
-      int i = 0;
-      for (int t = sched.first; t < sched.count(); t += sched.stride, ++i) {
-        if (kPP && (i & 1)) load_tile(ring1, 1, t);
-        else load_tile(ring0, 0, t);
       }
     }
   } else {
     // ---------------- consumer warpgroups ----------------
     ptx::setmaxnreg_inc<232>();
     const int w = warp / 4 - 1;  // 0 .. NumWG-1
-    const int wm = Cfg::wg_row(w), wn = Cfg::wg_col(w);
-    // This warpgroup's C ring (ping-pong: its own; else the one ring, part w).
-    EpiLoadPipeline<kCStagesOr1> epi(epi_bars + (kPP ? 2 * kCStagesOr1 * w : 0), "sm90_gemm.epi_load");
-    const int c_ring = kPP ? w : 0, c_part = kPP ? 0 : w;
+    const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
     const int tid_wg = threadIdx.x % 128;
     const int warp_wg = tid_wg / 32;
     // Byte offsets of this WG's part inside a stage's A / B tile (same for both majors:
@@ -344,15 +296,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     float* col_sums = nullptr;  // dact: this warpgroup's (4, kWgTileN) column sums
     if constexpr (Cfg::kDact) col_sums = reinterpret_cast<float*>(smem + Cfg::kSumOffset) + w * 4 * Cfg::kWgTileN;
 
-    int tile_i = 0;  // this CTA's tiles so far
-    int own = 0;     // ping-pong: this warpgroup's tiles so far
-    for (int t = sched.first; t < sched.count(); t += sched.stride, ++tile_i) {
-      if constexpr (kPP) {
-        if ((tile_i & 1) != w) {  // the other warpgroup's tile: pass over its stages
-          input.pipeline.consumer_state.advance(static_cast<uint32_t>(k_blocks));
-          continue;
-        }
-      }
+    for (int t = sched.first; t < sched.count(); t += sched.stride) {
       int b, mt, nt;
       sched.tile(t, b, mt, nt);
 #pragma unroll
@@ -360,19 +304,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       BiasSlice<Cfg> bias;  // bias kernels: loaded now, used after the main loop
       if constexpr (Cfg::kBiasAct) bias.load(p, nt * Cfg::kBlockN + wn * Cfg::kWgTileN, tid_wg);
 
-      if constexpr (kPP) {
-        // Take turns: warpgroup 1's k-th tile follows warpgroup 0's k-th main loop,
-        // warpgroup 0's k-th (k >= 1) follows warpgroup 1's (k-1)-th.
-        if (w == 1) turn_bars[0].wait(static_cast<uint32_t>(own & 1));
-        else if (own > 0) turn_bars[1].wait(static_cast<uint32_t>((own - 1) & 1));
-        consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
-                                             b_off, lane,
-                                             SignalAfterLastStage{turn_bars + w, k_blocks - 1, tid_wg == 0});
-        ++own;
-      } else {
-        consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
-                                             b_off, lane);
-      }
+      consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
+                                           b_off, lane);
       // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
 
       // ---- epilogue: 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----
@@ -390,7 +323,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         uint8_t* buf;
         if constexpr (Cfg::kResidual) {
           epi.wait_producer();  // C chunk landed; D goes to the same bytes
-          buf = smem_c + Cfg::c_chunk(c_ring, epi.consumer_stage(), c_part);
+          buf = smem_c + (epi.consumer_stage() * Cfg::kNumWG + w) * Cfg::kEpiTileBytes;
         } else {
           buf = my_d + (c % Cfg::kDBufs) * Cfg::kEpiTileBytes;
           if (c % Cfg::kDBufs == 0) {
