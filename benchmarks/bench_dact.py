@@ -37,7 +37,7 @@ import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
-TILINGS = ((128, 256, 1), (128, 256, 2), (128, 64, 1))
+TILINGS = ((128, 256, 1), (128, 256, 2))
 
 
 def _attrs(block_m, block_n, cluster_m, **kw):

@@ -32,10 +32,6 @@ HEURISTICS: dict[str, dict[str, Any]] = {
                         # 0.79-0.86x). GPUs and classes without a measured entry use it.
                         "tiling": (64, 128, 1), "max_m": 64, "max_tile_share": 0.125,
                         "min_k": 3072},
-            # The fused-epilogue launches (bias/activation, dact) with K <= max_k and at
-            # least min_m rows run `tiling`, the short-K configuration (two CTAs per SM:
-            # their time is the epilogue's math and memory, not the main loop's).
-            "short_k": {"max_k": 64, "min_m": 1024, "tiling": (128, 64, 1)},
         },
         "fp8": {
             # (block_m, block_n, efficiency guess, efficiency guess when M fits one

@@ -54,10 +54,9 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 # (block_m, block_n, cluster_m) combinations the bf16/fp16 GEMM is compiled for: every
-# one on sm_90a (the FFI attribute contract, what GemmConfig accepts). 128x64 is the
-# short-K configuration: few stages, two CTAs per SM, for launches bound by their epilogue.
+# one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
-                (64, 64, 1), (128, 64, 1))
+                (64, 64, 1))
 # The sm_100a GEMM's tilings, a subset: 128x256 and 128x128 tiles on one SM, and the 2-SM
 # pair (128, 256, 2): a cluster of two CTAs issuing one 256x256 UMMA (cta_group::2), each
 # CTA holding 128 rows of A and half of B.
@@ -586,16 +585,6 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
   if how:
     _check_arch_tiling(cfg, arch, how)
   return cfg, how or why
-
-
-def short_k_tiling(cfg: GemmConfig, m: int, k: int) -> GemmConfig:
-  """The fused-epilogue launches' choice for a short K: HEURISTICS[arch]['gemm']
-  ['short_k']'s tiling (with cfg's group_m) when the device architecture's table has
-  that rule, K <= its max_k and M >= its min_m; else cfg."""
-  rule = _table(_device(None), "gemm")[1].get("short_k")
-  if not rule or k > rule["max_k"] or m < rule["min_m"]:
-    return cfg
-  return GemmConfig(*rule["tiling"], group_m=cfg.group_m)
 
 
 def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,

@@ -175,7 +175,7 @@ def _flat_batch(x):
 # The FFI attribute contract of the GEMM targets' tile configurations, transcribed
 # from the design (not imported from jax_sm100.tuning, which it checks).
 GEMM_TILINGS = {(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
-                (64, 64, 1), (128, 64, 1)}
+                (64, 64, 1)}
 SPLIT_K_TILINGS = {(64, 64, 1), (64, 128, 1)}
 FP8_TILINGS = {(128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),

@@ -33,8 +33,7 @@ from conftest import act64  # noqa: E402
 TARGET = "jax_sm100_gemm_bias"
 ACTS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 # block_m, block_n, cluster_m: every compiled tiling has bias kernels.
-TILINGS = [(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1), (64, 64, 1),
-           (128, 64, 1)]
+TILINGS = [(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1), (64, 64, 1)]
 # (input, output) pairs with bias kernels (sm90/gemm_launch.h kSm90BiasKernels).
 PAIRS = [(jnp.bfloat16, jnp.bfloat16), (jnp.float16, jnp.float16), (jnp.bfloat16, jnp.float32),
          (jnp.float16, jnp.float32)]

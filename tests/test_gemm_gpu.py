@@ -83,7 +83,7 @@ def _ref(a, b, trans_a, trans_b, c=None, alpha=1.0, beta=0.0):
 
 # The compiled (block_m, block_n, cluster_m) combinations; anything else is rejected.
 _TILINGS = [(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
-            (64, 64, 1), (128, 64, 1)]
+            (64, 64, 1)]
 
 
 def _num_sms():

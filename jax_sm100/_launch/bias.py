@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _activations, _explain, tuning
+from jax_sm100 import _activations, _explain
 from jax_sm100._backend import Context
 from jax_sm100._launch import gemm as _gemm
 from jax_sm100._launch import partition
@@ -65,12 +65,6 @@ def _spec(a, b, bias, want_pre, trans_a, trans_b):
   return partition.Spec(operands, (d_dims, d_dims if want_pre else (None,)), op="matmul_bias")
 
 
-def _short_k(cfg, m, k):
-  """The bias kernel's tiling: the product's (cfg) unless K is short
-  (tuning.short_k_tiling); an explicit tuning.override(gemm=...) is taken as given."""
-  return tuning.short_k_tiling(cfg, m, k)
-
-
 @functools.lru_cache(maxsize=None)
 def _kernel(trans_a: bool, trans_b: bool, name: str, want_pre: bool, out_dtype: np.dtype,
             settings):
@@ -85,8 +79,7 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, want_pre: bool, out_dtype: 
       bias_p = pad_to(bias, 0, out.shape[-1]) if bias.shape[0] else bias
       pre = jax.ShapeDtypeStruct(out.shape if want_pre else (0,), out.dtype)
       d, pre = _gemm._launch(TARGET, list(ops) + [bias_p], (out, pre), trans_a, trans_b,
-                             settings, residual=False, activation=np.int32(code),
-                             tiling=None if settings and settings.gemm else _short_k)
+                             settings, residual=False, activation=np.int32(code))
       pre_out.append(pre)
       return d
 

@@ -85,7 +85,7 @@ def _launch(target, ops, out, trans_a, trans_b, settings, *, residual=None, tili
   the tile configuration, `scalars`) returning `out` (d's struct, or a tuple whose first
   is d's). The configuration is tuning.resolve_gemm's for the product (residual: its
   residual table, by default for RESIDUAL_TARGET), or tiling(that config, M) for a
-  target with tilings of its own (tiling(config, M, K))."""
+  target with tilings of its own."""
   d = out[0] if isinstance(out, tuple) else out
   m, n = d.shape[-2:]
   batch = math.prod(d.shape[:-2])
@@ -93,7 +93,7 @@ def _launch(target, ops, out, trans_a, trans_b, settings, *, residual=None, tili
   residual = target == RESIDUAL_TARGET if residual is None else residual
   cfg, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=residual)
   if tiling is not None:
-    cfg = tiling(cfg, m, k)
+    cfg = tiling(cfg, m)
     why += f"; {target}'s tiling {cfg.block_m}x{cfg.block_n}"
   attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), **scalars, **cfg.attributes())
   _explain.note_launch(target, ops, attrs, f"{m}x{n}x{k}, batch {batch}: {why}")

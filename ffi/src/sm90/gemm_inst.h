@@ -44,10 +44,6 @@ using Cfg64x128 = sm90::GemmConfig<64, 128, 8, 0>;
 using Cfg64x128R = sm90::GemmConfig<64, 128, 6, 4>;
 using Cfg64x64 = sm90::GemmConfig<64, 64, 12, 0, 1>;
 using Cfg64x64R = sm90::GemmConfig<64, 64, 11, 4, 1>;
-// The short-K tiling: 128 x 64 tiles, few stages, two CTAs per SM (16 math warps per SM
-// for launches bound by their epilogue: the MLP's K = 16 / 64 layers).
-using Cfg128x64 = sm90::GemmConfig<128, 64, 3, 0, 2, 1, 2>;
-using Cfg128x64R = sm90::GemmConfig<128, 64, 2, 3, 2, 1, 2>;
 // 2-CTA clusters with B multicast.
 using Cfg128x256C2 = sm90::GemmConfig<128, 256, 3, 0, 2, 2>;
 using Cfg128x256RC2 = sm90::GemmConfig<128, 256, 3, 4, 2, 2>;
@@ -168,7 +164,7 @@ std::string launch_config(const GemmProblem& pr, int num_sms, cudaStream_t strea
   l.smem_bytes = Cfg::smem_bytes();
   l.smem_limit = static_cast<int>(Cfg::smem_bytes());
   l.units = units;
-  l.num_sms = num_sms * Cfg::kCtasPerSm;  // CTA slots: several per SM for small configs
+  l.num_sms = num_sms;
   l.single_cta = SingleCtaLaunch::kPlain;
   return launch_persistent<sm90::sm90_gemm_kernel<Cfg, T, Out>>(l, stream, p);
 }
@@ -246,7 +242,6 @@ std::string with_tiling(const GemmTiling& t, F&& f) {
   if (is(128, 128, 2)) return f(TilingConfigs<Cfg128x128C2, Cfg128x128RC2>{});
   if (is(64, 128, 1)) return f(TilingConfigs<Cfg64x128, Cfg64x128R>{});
   if (is(64, 64, 1)) return f(TilingConfigs<Cfg64x64, Cfg64x64R>{});
-  if (is(128, 64, 1)) return f(TilingConfigs<Cfg128x64, Cfg128x64R>{});
   return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +
          ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
 }
@@ -311,12 +306,11 @@ std::string sm90_gemm_dact_launch(const GemmProblem& pr, int num_sms, cudaStream
   if (t.split_k == 1 && t.block_m == 128) {
     if (t.block_n == 256 && t.cluster_m == 1) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
     if (t.block_n == 256 && t.cluster_m == 2) return launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
-    if (t.block_n == 64 && t.cluster_m == 1) return launch_dact<Cfg128x64R, T>(pr, num_sms, stream);
   }
   return "no sm90 dact kernel for block_m=" + std::to_string(t.block_m) + ", block_n=" +
          std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m) +
          ", split_k=" + std::to_string(t.split_k) +
-         " (compiled: 128x256 with cluster_m 1 or 2, 128x64 with cluster_m 1; split_k=1)";
+         " (compiled: 128x256 with cluster_m 1 or 2, split_k=1)";
 }
 
 template <class T, class Out>

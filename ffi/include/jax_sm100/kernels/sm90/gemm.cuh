@@ -5,8 +5,7 @@
 // or, for a GemmDactConfig (a residual config), the activation's backward:
 //   D[b] = alpha * (A[b] @ B[b]) * act'(C[b])  [, dbias += column sums of D]
 //
-// Roles (128 * (1 + NumWG) threads, one CTA per SM, __launch_bounds__(threads, 1); the
-// short-K 128x64 configuration: two CTAs per SM, no setmaxnreg):
+// Roles (128 * (1 + NumWG) threads, one CTA per SM, __launch_bounds__(threads, 1)):
 //   warpgroup 0 (setmaxnreg.dec 40):
 //     warp 0  TMA producer: A/B tiles -> InputTilePipeline<StandardTilePayload> ring
 //     warp 1  epilogue-load warp (residual kernels): C chunks -> EpiLoadPipeline
@@ -185,7 +184,7 @@ __device__ __forceinline__ void load_ab_block(const CUtensorMap* tma_a, const CU
 
 /// The kernel. T: bf16 or fp16 inputs; Out: bf16, fp16 or f32 output (C has Out's type).
 template <class Cfg, class T, class Out>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_gemm_kernel(const __grid_constant__ GemmParams p) {
 #if JAX_SM100_SM90A_DEVICE
   using namespace jax_sm100::pipeline;
@@ -239,8 +238,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
 
   if (warp < 4) {
     // ---------------- producer warpgroup ----------------
-    // (Several CTAs per SM: every warp keeps the launch's even share of registers.)
-    if constexpr (Cfg::kCtasPerSm == 1) ptx::setmaxnreg_dec<40>();
+    ptx::setmaxnreg_dec<40>();
     if (warp == 0 && lane == 0) {
       auto producer = input.producer();
       for (int t = sched.first; t < sched.count(); t += sched.stride) {
@@ -283,7 +281,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     }
   } else {
     // ---------------- consumer warpgroups ----------------
-    if constexpr (Cfg::kCtasPerSm == 1) ptx::setmaxnreg_inc<232>();
+    ptx::setmaxnreg_inc<232>();
     const int w = warp / 4 - 1;  // 0 .. NumWG-1
     const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
     const int tid_wg = threadIdx.x % 128;

@@ -42,17 +42,9 @@ struct GemmParams {
   float* dbias;
 };
 
-/// Whether CtasPerSm CTAs of `smem` dynamic bytes fit in an SM's 228 KB (1 KB of it
-/// reserved per CTA).
-constexpr bool fits_per_sm(uint32_t smem, int ctas) { return ctas * (smem + 1024) <= 233472u; }
-
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
 /// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-/// CtasPerSm > 1: a small-footprint configuration, several CTAs resident per SM (twice
-/// the math warps per SM for epilogue-bound launches: a short K), without the register
-/// shift between warpgroups (setmaxnreg) and within the per-SM shared memory.
-template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1,
-          int CtasPerSm = 1>
+template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1>
 struct GemmConfig {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -62,7 +54,6 @@ struct GemmConfig {
   static constexpr bool kResidual = CStages > 0;
   static constexpr int kNumWG = NumWG;            // consumer warpgroups
   static constexpr int kCluster = Cluster;        // CTAs per cluster along M (B multicast)
-  static constexpr int kCtasPerSm = CtasPerSm;    // resident CTAs per SM the launch aims at
   static constexpr int kThreads = 128 * (1 + NumWG);
   static constexpr int kNumConsumerWarps = 4 * NumWG;
   static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
@@ -98,9 +89,6 @@ struct GemmConfig {
   /// Dynamic shared memory to request (with slack to align the base to 1024).
   static constexpr uint32_t smem_bytes() { return kBarOffset + kBarBytes + 1024; }
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
-  static_assert(CtasPerSm == 1 || (CtasPerSm == 2 && Cluster == 1 && kThreads * 2 <= 1024),
-                "several CTAs per SM: two single-CTA launches' worth of threads at most");
-  static_assert(fits_per_sm(smem_bytes(), CtasPerSm), "CtasPerSm CTAs do not fit an SM");
 };
 
 /// A plain tile configuration with the fused bias/activation epilogue
@@ -120,7 +108,6 @@ struct GemmBiasConfig : Base {
   static constexpr uint32_t kBiasBytes = Base::kNumWG * Base::kWgTileN * 4;  // (NumWG, kWgTileN) f32
   static constexpr uint32_t smem_bytes() { return kBiasOffset + kBiasBytes + 1024; }
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
-  static_assert(fits_per_sm(smem_bytes(), Base::kCtasPerSm), "CtasPerSm CTAs do not fit an SM");
 };
 
 /// A residual tile configuration whose epilogue combines the C tile by the activation's
@@ -143,7 +130,6 @@ struct GemmDactConfig : Base {
   static constexpr uint32_t kSumBytes = Base::kNumWG * 4 * Base::kWgTileN * 4;
   static constexpr uint32_t smem_bytes() { return kSumOffset + kSumBytes + 1024; }
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");
-  static_assert(fits_per_sm(smem_bytes(), Base::kCtasPerSm), "CtasPerSm CTAs do not fit an SM");
 };
 
 namespace detail {
