@@ -75,7 +75,9 @@ def main():
       sets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
                    (jax.random.normal(k2, (k, n), jnp.float32) * k ** -0.5).astype(jnp.bfloat16),
                    jax.random.normal(k3, (n,), jnp.bfloat16)))
-    tsets = [tuple(_to_torch(torch, t) for t in s) for s in sets]
+    # bf16 through float32 (exact): torch takes no ml_dtypes array.
+    tsets = [tuple(_to_torch(torch, t.astype(jnp.float32)).to(torch.bfloat16) for t in s)
+             for s in sets]
     jv, tv = jax_variants(), torch_variants(torch)
     ref = np.asarray(jax.jit(jv["ours:fused"])(*sets[0]).astype(jnp.float32))
     errs = {name: rel_err(jax.jit(f)(*sets[0]).astype(jnp.float32), ref)
