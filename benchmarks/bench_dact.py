@@ -37,8 +37,7 @@ import jax_sm100  # noqa: E402
 from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
-TILINGS = ((128, 256, 1), (128, 256, 2), (64, 256, 1), (64, 256, 2))
-PLAIN_ONLY = ((128, 128, 1), (128, 128, 2))  # no dact kernel: plain and bias rows only
+TILINGS = ((128, 256, 1), (128, 256, 2))
 
 
 def _attrs(block_m, block_n, cluster_m, **kw):
@@ -67,9 +66,9 @@ def variants(m, n, act):
   formula = lambda g, w, z: _launch_dact.reference(g, w, z, False, True, name)
   out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "formula": formula,
          "dot_only": lambda g, w, z: xla_dot(g, w)}
-  for t in TILINGS + PLAIN_ONLY:
+  for t in TILINGS:
     tag_t = "%dx%dc%d" % t
-    for wants, tag in ((True, "dact"), (False, "nodb")) if t in TILINGS else ():
+    for wants, tag in ((True, "dact"), (False, "nodb")):
       res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
              jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
       out[f"{tag}:{tag_t}"] = (lambda res, t: lambda g, w, z: jax.ffi.ffi_call(

@@ -54,11 +54,9 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 # (block_m, block_n, cluster_m) combinations the bf16/fp16 GEMM is compiled for: every
-# one on sm_90a (the FFI attribute contract, what GemmConfig accepts). 64x256 is the
-# ping-pong kernel: each of the two consumer warpgroups owns whole 64x256 tiles and
-# their main loops take turns, so one's epilogue hides behind the other's main loop.
+# one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
-                (64, 64, 1), (64, 256, 1), (64, 256, 2))
+                (64, 64, 1))
 # The sm_100a GEMM's tilings, a subset: 128x256 and 128x128 tiles on one SM, and the 2-SM
 # pair (128, 256, 2): a cluster of two CTAs issuing one 256x256 UMMA (cta_group::2), each
 # CTA holding 128 rows of A and half of B.

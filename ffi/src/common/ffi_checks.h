@@ -21,8 +21,7 @@ inline uint32_t elem_bytes(ElemType t) { return t == ElemType::kF32 ? 4 : 2; }
 
 /// The bf16/fp16 kernels' (block_m, block_n, cluster_m).
 constexpr int kGemmTilings[][3] = {{128, 256, 1}, {128, 256, 2}, {128, 128, 1},
-                                   {128, 128, 2}, {64, 128, 1},  {64, 64, 1},
-                                   {64, 256, 1},  {64, 256, 2}};
+                                   {128, 128, 2}, {64, 128, 1},  {64, 64, 1}};
 
 /// The FP8 kernel forms (block_m, block_n, cluster, pair_along_n); the first
 /// kFp8ResidualForms also exist with the residual epilogue.

@@ -42,12 +42,11 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
     return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
                                   std::to_string(activation) + ")");
   }
-  const bool compiled = (tiling.block_m == 128 || tiling.block_m == 64) &&
-                        tiling.block_n == 256 && tiling.split_k == 1 &&
+  const bool compiled = tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
                         (tiling.cluster_m == 1 || tiling.cluster_m == 2);
   if (!compiled)
     return Error::InvalidArgument(
-        who + "the dact kernels are compiled for block_m=128 or 64, block_n=256, cluster_m 1 or 2, "
+        who + "the dact kernels are compiled for block_m=128, block_n=256, cluster_m 1 or 2, "
               "split_k=1 (got block_m=" + std::to_string(tiling.block_m) +
         ", block_n=" + std::to_string(tiling.block_n) + ", cluster_m=" +
         std::to_string(tiling.cluster_m) + ", split_k=" + std::to_string(tiling.split_k) + ")");

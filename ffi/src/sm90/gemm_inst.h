@@ -49,15 +49,6 @@ using Cfg128x256C2 = sm90::GemmConfig<128, 256, 3, 0, 2, 2>;
 using Cfg128x256RC2 = sm90::GemmConfig<128, 256, 3, 4, 2, 2>;
 using Cfg128x128C2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2>;
 using Cfg128x128RC2 = sm90::GemmConfig<128, 128, 5, 4, 2, 2>;
-// Ping-pong (gemm.cuh): 128 x 128 tiles, one per consumer warpgroup (two 64-row wgmma
-// chains each), the two warpgroups' main loops taking turns so that each epilogue hides
-// behind the other's main loop. 6 input stages of 32 KB; plain: 2 D staging chunks per
-// warpgroup; residual: 5 stages and a 3-deep C ring per warpgroup.
-// EXPERIMENT: launched for the tiling key (64, 256, cluster_m).
-using Cfg64x256P = sm90::GemmConfig<128, 128, 6, 0, 2, 1, true>;
-using Cfg64x256PR = sm90::GemmConfig<128, 128, 5, 3, 2, 1, true>;
-using Cfg64x256PC2 = sm90::GemmConfig<128, 128, 6, 0, 2, 2, true>;
-using Cfg64x256PRC2 = sm90::GemmConfig<128, 128, 5, 3, 2, 2, true>;
 // The bias/activation kernels: sm90::GemmBiasConfig<plain config, activation>, the plain
 // config's stages and D buffers plus a (NumWG, kWgTileN) f32 bias slice.
 // The split-K kernels (split_k > 1; one kernel per tiling serves the plain, residual and
@@ -251,8 +242,6 @@ std::string with_tiling(const GemmTiling& t, F&& f) {
   if (is(128, 128, 2)) return f(TilingConfigs<Cfg128x128C2, Cfg128x128RC2>{});
   if (is(64, 128, 1)) return f(TilingConfigs<Cfg64x128, Cfg64x128R>{});
   if (is(64, 64, 1)) return f(TilingConfigs<Cfg64x64, Cfg64x64R>{});
-  if (is(64, 256, 1)) return f(TilingConfigs<Cfg64x256P, Cfg64x256PR>{});
-  if (is(64, 256, 2)) return f(TilingConfigs<Cfg64x256PC2, Cfg64x256PRC2>{});
   return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +
          ", block_n=" + std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m);
 }
@@ -314,16 +303,14 @@ template <class T>
 std::string sm90_gemm_dact_launch(const GemmProblem& pr, int num_sms, cudaStream_t stream) {
   if (!pr.dact || pr.c == nullptr) return "the dact epilogue needs its C operand";
   const GemmTiling& t = pr.tiling;
-  if (t.split_k == 1 && t.block_n == 256) {
-    if (t.block_m == 128 && t.cluster_m == 1) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
-    if (t.block_m == 128 && t.cluster_m == 2) return launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
-    if (t.block_m == 64 && t.cluster_m == 1) return launch_dact<Cfg64x256PR, T>(pr, num_sms, stream);
-    if (t.block_m == 64 && t.cluster_m == 2) return launch_dact<Cfg64x256PRC2, T>(pr, num_sms, stream);
+  if (t.split_k == 1 && t.block_m == 128) {
+    if (t.block_n == 256 && t.cluster_m == 1) return launch_dact<Cfg128x256R, T>(pr, num_sms, stream);
+    if (t.block_n == 256 && t.cluster_m == 2) return launch_dact<Cfg128x256RC2, T>(pr, num_sms, stream);
   }
   return "no sm90 dact kernel for block_m=" + std::to_string(t.block_m) + ", block_n=" +
          std::to_string(t.block_n) + ", cluster_m=" + std::to_string(t.cluster_m) +
          ", split_k=" + std::to_string(t.split_k) +
-         " (compiled: 128x256 and 64x256 with cluster_m 1 or 2, split_k=1)";
+         " (compiled: 128x256 with cluster_m 1 or 2, split_k=1)";
 }
 
 template <class T, class Out>

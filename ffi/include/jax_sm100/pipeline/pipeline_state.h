@@ -27,14 +27,6 @@ struct PipelineState {
     }
   }
 
-  /// Advance n stages at once (a consumer passing over stages another consumer takes:
-  /// the sm90 ping-pong GEMM's warpgroups skip each other's tiles).
-  JAX_SM100_HD void advance(uint32_t n) {
-    const uint32_t total = index + n;
-    index = total % static_cast<uint32_t>(Stages);
-    phase ^= (total / static_cast<uint32_t>(Stages)) & 1u;
-  }
-
   /// State of a producer before its first stage (index 0, phase 1).
   static JAX_SM100_HD PipelineState producer_start() { return PipelineState{0u, 1u}; }
   /// State of a consumer before its first stage (index 0, phase 0).

@@ -15,20 +15,6 @@
 //     fp32 accum -> alpha, beta*C (C from smem) -> Out -> swizzled smem -> TMA store.
 //     NumWG = 2 normally; 1 for the small 64x64 decode tile (more CTAs for small M).
 //
-// Ping-pong (GemmConfig PingPong: 64-row tiles, two warpgroups): each consumer warpgroup
-// owns whole 64 x BLOCK_N tiles, the CTA's even tiles for warpgroup 0 and its odd ones
-// for warpgroup 1, so that one warpgroup's epilogue (the bias/activation math, the
-// activation's backward, the stores) runs while the other's main loop keeps the tensor
-// cores busy. The producer fills the input ring in tile order as before; a warpgroup
-// passes over the other's stages by advancing its ring cursor k_blocks stages
-// (PipelineState::advance) without waiting. That is safe only while no waiter is two
-// phases ahead of a stage's barrier, so the main loops take turns: a warpgroup starts
-// waiting on its tile's first stage only once the other warpgroup has acquired every
-// stage of the tile before it (a "main loop has all its stages" mbarrier per warpgroup,
-// arrived right after that last acquire). C chunks come through one epilogue-load ring
-// per warpgroup (the load warp fills ring t % 2 with tile t's chunks), each with one
-// consumer warpgroup that takes every stage in order, so those rings need no ordering.
-//
 // Epilogue staging: plain kernels stage D through kDBufs 64 x 128 B buffers per
 // warpgroup (4 for 256-wide warpgroup tiles: one barrier pair per bf16 tile). Residual
 // kernels stage D IN PLACE in the C chunk the epilogue-load warp brought in (each
@@ -99,7 +85,7 @@ struct NoStageFixup {
 /// after K block kb's stage landed, before the wgmmas read it.
 template <class Cfg, class T, int kTransA, int kTransB, class InputPipe,
           class StageFixup = NoStageFixup>
-__device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kAccRegs],
+__device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kWgTileN / 2],
                                                   int k_blocks, uint32_t a_off, uint32_t b_off,
                                                   int lane, const StageFixup& fixup = StageFixup{}) {
   using Mma = ptx::Wgmma<Cfg::kWgTileN, T, kTransA, kTransB>;
@@ -122,27 +108,21 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
     const uint32_t a_base = ptx::smem_addr(st.a_tile()) + a_off;
     const uint32_t b_base = ptx::smem_addr(st.b_tile()) + b_off;
 #pragma unroll
-    for (int i = 0; i < Cfg::kAccRegs; ++i) ptx::fence_operand(acc[i]);
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
     ptx::wgmma_fence();
 #pragma unroll
     for (int s = 0; s < Cfg::kBlockK / 16; ++s) {
       // K-major: the k16 slice is 32 B further along the 128 B row; SBO = 8 rows.
       // MN-major: the k16 slice is 16 K rows of 128 B further; LBO = next 64-wide MN block.
+      const uint64_t da = kTransA ? ptx::make_smem_desc(a_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
+                                  : ptx::make_smem_desc(a_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
       const uint64_t db = kTransB ? ptx::make_smem_desc(b_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
                                   : ptx::make_smem_desc(b_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
-#pragma unroll
-      for (int mb = 0; mb < Cfg::kWgMBlocks; ++mb) {
-        // Each 64-row block of A (8 KB in either major) feeds its own accumulator chain.
-        const uint32_t a_mb = a_base + mb * 8192;
-        const uint64_t da = kTransA ? ptx::make_smem_desc(a_mb + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
-                                    : ptx::make_smem_desc(a_mb + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
-        Mma::mma(*reinterpret_cast<float(*)[Cfg::kWgTileN / 2]>(acc + mb * (Cfg::kWgTileN / 2)), da,
-                 db, 1);
-      }
+      Mma::mma(acc, da, db, 1);
     }
     ptx::wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < Cfg::kAccRegs; ++i) ptx::fence_operand(acc[i]);
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
     ptx::wgmma_wait<1>();  // the previous stage's wgmma batch has retired
     if (kb > 0) release(prev_stage);
     prev_stage = st.index();
@@ -150,40 +130,27 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
   }
   ptx::wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < Cfg::kAccRegs; ++i) ptx::fence_operand(acc[i]);
+  for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
   if (k_blocks > 0) release(prev_stage);
 }
 
 /// consumer_mainloop for the operands' runtime layout: wgmma's transpose flags are
 /// immediates, so one instantiation per layout. wgmma imm-trans: A M-major = trans_a;
 /// B N-major = !trans_b. A constant trans_a / trans_b folds to one instantiation.
-template <class Cfg, class T, class InputPipe, class StageFixup = NoStageFixup>
+template <class Cfg, class T, class InputPipe>
 __device__ __forceinline__ void consumer_mainloop_for_layout(bool trans_a, bool trans_b,
                                                              InputPipe& input,
-                                                             float (&acc)[Cfg::kAccRegs],
+                                                             float (&acc)[Cfg::kWgTileN / 2],
                                                              int k_blocks, uint32_t a_off,
-                                                             uint32_t b_off, int lane,
-                                                             const StageFixup& fixup = StageFixup{}) {
+                                                             uint32_t b_off, int lane) {
   if (trans_a) {
-    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane, fixup);
-    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane, fixup);
+    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
   } else {
-    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane, fixup);
-    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane, fixup);
+    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
   }
 }
-
-/// Ping-pong's turn signal: one thread of the warpgroup arrives on `done` once it has
-/// acquired the tile's last stage (so every earlier fill of the ring has landed).
-struct SignalAfterLastStage {
-  pipeline::DeviceBarrier* done;
-  int last_kb;
-  bool leader;
-  template <class Stage>
-  __device__ __forceinline__ void operator()(const Stage&, int kb) const {
-    if (kb == last_kb && leader) done->arrive();
-  }
-};
 
 /// Issues the TMA loads of one K block (k0) of the (m0, n0) tile into a stage: A whole;
 /// of B this CTA's 1/kCluster share, multicast to the cluster when kCluster > 1.
@@ -225,7 +192,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       Cfg::kStages>;
   static_assert(sizeof(Payload) == Cfg::kPayloadBytes, "payload layout");
   constexpr int kCStagesOr1 = Cfg::kCStages > 0 ? Cfg::kCStages : 1;
-  constexpr bool kPP = Cfg::kPingPong;
   constexpr int kEpiN = 128 / static_cast<int>(sizeof(Out));  // output columns per chunk
   constexpr int kChunks = Cfg::kWgTileN / kEpiN;
 
@@ -235,28 +201,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   uint8_t* smem = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
   auto* payload = reinterpret_cast<Payload*>(smem);
   uint8_t* smem_d = smem + Cfg::kDOffset;  // plain: (NumWG, kDBufs, 64 rows, 128 B)
-  uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (rings, CStages, parts, 64 rows, 128 B)
+  uint8_t* smem_c = smem + Cfg::kCOffset;  // residual: (CStages, NumWG, 64 rows, 128 B)
   auto* bars = reinterpret_cast<DeviceBarrier*>(smem + Cfg::kBarOffset);
-  DeviceBarrier* epi_bars = bars + 2 * Cfg::kStages;  // kEpiRings x (full, empty) x CStages
-  DeviceBarrier* turn_bars = epi_bars + Cfg::kEpiBarriers;  // ping-pong: per warpgroup
 
   InputTilePipeline<Payload, Cfg::kStages> input(bars, payload, "sm90_gemm.input");
+  EpiLoadPipeline<kCStagesOr1> epi(bars + 2 * Cfg::kStages, "sm90_gemm.epi_load");
 
   const int warp = static_cast<int>(ptx::warp_idx_sync());
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (threadIdx.x == 0) {
     // Producer: one arrive_expect_tx per stage. Consumers: one lane of each consumer warp
     // of every CTA in the cluster.
-    if constexpr (kPP) {
-      turn_bars[0].init(1);
-      turn_bars[1].init(1);
-    }
-    // C chunks: one TMA transaction per stage; freed by each part's storing thread once
+    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);
+    // C chunks: one TMA transaction per stage; freed by each WG's storing thread once
     // its TMA store (which reads D from the same buffer) has read shared memory.
-#pragma unroll
-    for (int r = 0; r < Cfg::kEpiRings; ++r)
-      EpiLoadPipeline<kCStagesOr1>(epi_bars + 2 * kCStagesOr1 * r).init_barriers(1, Cfg::kEpiParts);
-    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);  // fences the inits
+    epi.init_barriers(1, Cfg::kNumWG);
     ptx::tma_prefetch_descriptor(&p.tma_a);
     ptx::tma_prefetch_descriptor(&p.tma_b);
     ptx::tma_prefetch_descriptor(&p.tma_d);
@@ -301,198 +260,159 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // full barrier.) This replaces a cluster barrier at the kernel's end.
       if constexpr (Cfg::kCluster > 1) producer.drain();
     } else if (Cfg::kResidual && warp == 1 && lane == 0) {
-      // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk; with
-      // ping-pong, tile i of this CTA's into ring i % 2 (its warpgroup's).
-      EpiLoadPipeline<kCStagesOr1> ring0(epi_bars, "sm90_gemm.epi_load");
-      EpiLoadPipeline<kCStagesOr1> ring1(epi_bars + 2 * kCStagesOr1 * (Cfg::kEpiRings - 1),
-                                         "sm90_gemm.epi_load1");
-      // One tile's chunks into ring r (a lambda called on each ring by name: selecting
-      // a ring by reference would put both in local memory).
-      auto load_tile = [&](auto& epi, int r, int t) {
+      // Epilogue-load warp: C in the same (tile, chunk) order the consumers walk.
+      for (int t = sched.first; t < sched.count(); t += sched.stride) {
         int b, mt, nt;
         sched.tile(t, b, mt, nt);
         const int zc = p.c_batched ? b : 0;
-        for (int mb = 0; mb < Cfg::kWgMBlocks; ++mb) {
-          for (int c = 0; c < kChunks; ++c) {
-            auto stage = epi.produce();  // waits until every part's WG freed the stage
-            stage.mbar()->arrive_expect_tx(Cfg::kEpiParts * Cfg::kEpiTileBytes);
+        for (int c = 0; c < kChunks; ++c) {
+          auto stage = epi.produce();  // waits until every WG freed the stage
+          stage.mbar()->arrive_expect_tx(Cfg::kNumWG * Cfg::kEpiTileBytes);
+          uint8_t* dst = smem_c + stage.index() * Cfg::kNumWG * Cfg::kEpiTileBytes;
 #pragma unroll
-            for (int w = 0; w < Cfg::kEpiParts; ++w) {
-              ptx::tma_load_3d(smem_c + Cfg::c_chunk(r, stage.index(), w), &p.tma_c,
-                               stage.mbar()->ptr(),
-                               nt * Cfg::kBlockN + Cfg::wg_col(w) * Cfg::kWgTileN + c * kEpiN,
-                               mt * Cfg::kBlockM + (Cfg::wg_row(w) + mb) * 64, zc);
-            }
-          }  // guard exit: producer_step
-        }
-      };
-      int i = 0;
-      for (int t = sched.first; t < sched.count(); t += sched.stride, ++i) {
-        if (kPP && (i & 1)) load_tile(ring1, 1, t);
-        else load_tile(ring0, 0, t);
+          for (int w = 0; w < Cfg::kNumWG; ++w) {
+            const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
+            ptx::tma_load_3d(dst + w * Cfg::kEpiTileBytes, &p.tma_c, stage.mbar()->ptr(),
+                             nt * Cfg::kBlockN + wn * Cfg::kWgTileN + c * kEpiN,
+                             mt * Cfg::kBlockM + wm * 64, zc);
+          }
+        }  // guard exit: producer_step
       }
     }
   } else {
     // ---------------- consumer warpgroups ----------------
     ptx::setmaxnreg_inc<232>();
     const int w = warp / 4 - 1;  // 0 .. NumWG-1
-    const int wm = Cfg::wg_row(w), wn = Cfg::wg_col(w);
-    // This warpgroup's C ring (ping-pong: its own; else the one ring, part w).
-    EpiLoadPipeline<kCStagesOr1> epi(epi_bars + (kPP ? 2 * kCStagesOr1 * w : 0), "sm90_gemm.epi_load");
-    const int c_ring = kPP ? w : 0, c_part = kPP ? 0 : w;
+    const int wm = Cfg::kWgM == 2 ? w : 0, wn = Cfg::kWgM == 2 ? 0 : w;
     const int tid_wg = threadIdx.x % 128;
     const int warp_wg = tid_wg / 32;
     // Byte offsets of this WG's part inside a stage's A / B tile (same for both majors:
     // 64 rows of a K-major tile and one 64-wide block of an MN-major tile are 8 KB).
     const uint32_t a_off = wm * 64 * 128;
     const uint32_t b_off = wn * Cfg::kWgTileN * 128;
-    float acc[Cfg::kAccRegs];
+    float acc[Cfg::kWgTileN / 2];
     uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
     float* col_sums = nullptr;  // dact: this warpgroup's (4, kWgTileN) column sums
     if constexpr (Cfg::kDact) col_sums = reinterpret_cast<float*>(smem + Cfg::kSumOffset) + w * 4 * Cfg::kWgTileN;
 
-    int tile_i = 0;  // this CTA's tiles so far
-    int own = 0;     // ping-pong: this warpgroup's tiles so far
-    for (int t = sched.first; t < sched.count(); t += sched.stride, ++tile_i) {
-      if constexpr (kPP) {
-        if ((tile_i & 1) != w) {  // the other warpgroup's tile: pass over its stages
-          input.pipeline.consumer_state.advance(static_cast<uint32_t>(k_blocks));
-          continue;
-        }
-      }
+    for (int t = sched.first; t < sched.count(); t += sched.stride) {
       int b, mt, nt;
       sched.tile(t, b, mt, nt);
 #pragma unroll
-      for (int i = 0; i < Cfg::kAccRegs; ++i) acc[i] = 0.f;
+      for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
       BiasSlice<Cfg> bias;  // bias kernels: loaded now, used after the main loop
       if constexpr (Cfg::kBiasAct) bias.load(p, nt * Cfg::kBlockN + wn * Cfg::kWgTileN, tid_wg);
 
-      if constexpr (kPP) {
-        // Take turns: warpgroup 1's k-th tile follows warpgroup 0's k-th main loop,
-        // warpgroup 0's k-th (k >= 1) follows warpgroup 1's (k-1)-th.
-        if (w == 1) turn_bars[0].wait(static_cast<uint32_t>(own & 1));
-        else if (own > 0) turn_bars[1].wait(static_cast<uint32_t>((own - 1) & 1));
-        consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
-                                             b_off, lane,
-                                             SignalAfterLastStage{turn_bars + w, k_blocks - 1, tid_wg == 0});
-        ++own;
-      } else {
-        consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
-                                             b_off, lane);
-      }
+      consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
+                                           b_off, lane);
       // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
 
-      // ---- epilogue: per 64-row block, 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----
+      // ---- epilogue: 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----
+      const int row0 = mt * Cfg::kBlockM + wm * 64;
       const int col0 = nt * Cfg::kBlockN + wn * Cfg::kWgTileN;
       const int zd = b;
       const uint32_t r_lo = warp_wg * 16 + lane / 4;  // fragment rows r_lo, r_lo + 8
+      if constexpr (Cfg::kBiasAct) {  // z = alpha*acc + bias, d = act(z) [, pre = z]
+        float* slice = reinterpret_cast<float*>(smem + Cfg::kBiasOffset) + w * Cfg::kWgTileN;
+        bias_act_epilogue<Cfg, Out>(p, acc, bias, slice, my_d, w, tid_wg, lane, row0, col0, zd);
+        continue;
+      }
 #pragma unroll
-      for (int mb = 0; mb < Cfg::kWgMBlocks; ++mb) {
-        float(&acc_mb)[Cfg::kWgTileN / 2] =
-            *reinterpret_cast<float(*)[Cfg::kWgTileN / 2]>(acc + mb * (Cfg::kWgTileN / 2));
-        const int row0 = mt * Cfg::kBlockM + (wm + mb) * 64;
-        if constexpr (Cfg::kBiasAct) {  // z = alpha*acc + bias, d = act(z) [, pre = z]
-          float* slice = reinterpret_cast<float*>(smem + Cfg::kBiasOffset) + w * Cfg::kWgTileN;
-          bias_act_epilogue<Cfg, Out>(p, acc_mb, bias, slice, my_d, w, tid_wg, lane, row0, col0, zd);
+      for (int c = 0; c < kChunks; ++c) {
+        uint8_t* buf;
+        if constexpr (Cfg::kResidual) {
+          epi.wait_producer();  // C chunk landed; D goes to the same bytes
+          buf = smem_c + (epi.consumer_stage() * Cfg::kNumWG + w) * Cfg::kEpiTileBytes;
         } else {
+          buf = my_d + (c % Cfg::kDBufs) * Cfg::kEpiTileBytes;
+          if (c % Cfg::kDBufs == 0) {
+            // A new group reuses every buffer: the previous group's stores (issued one
+            // main loop ago, except for f32 tiles wider than one group) must have read them.
+            if (tid_wg == 0) ptx::tma_store_wait_group_read<0>();
+            named_barrier_sync(1 + w, 128);
+          }
+        }
+        float col_sum[kEpiN / 4];  // dact: this thread's column sums of the chunk
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            uint8_t* buf;
+        for (int j = 0; j < kEpiN / 4; ++j) col_sum[j] = 0.f;
+#pragma unroll
+        for (int j = 0; j < kEpiN / 8; ++j) {
+          const int f = c * (kEpiN / 8) + j;  // 8-column fragment index in the WG tile
+          const uint32_t byte = (j * 8 + 2 * (lane % 4)) * sizeof(Out);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t off = detail::swizzle128(r_lo + 8 * h, byte);
+            float x = p.alpha * acc[4 * f + 2 * h];
+            float y = p.alpha * acc[4 * f + 2 * h + 1];
             if constexpr (Cfg::kResidual) {
-              epi.wait_producer();  // C chunk landed; D goes to the same bytes
-              buf = smem_c + Cfg::c_chunk(c_ring, epi.consumer_stage(), c_part);
-            } else {
-              buf = my_d + (c % Cfg::kDBufs) * Cfg::kEpiTileBytes;
-              if (c % Cfg::kDBufs == 0) {
-                // A new group reuses every buffer: the previous group's stores (issued one
-                // main loop ago, except for f32 tiles wider than one group) must have read them.
-                if (tid_wg == 0) ptx::tma_store_wait_group_read<0>();
-                named_barrier_sync(1 + w, 128);
-              }
-            }
-            float col_sum[kEpiN / 4];  // dact: this thread's column sums of the chunk
-#pragma unroll
-            for (int j = 0; j < kEpiN / 4; ++j) col_sum[j] = 0.f;
-#pragma unroll
-            for (int j = 0; j < kEpiN / 8; ++j) {
-              const int f = c * (kEpiN / 8) + j;  // 8-column fragment index in the WG tile
-              const uint32_t byte = (j * 8 + 2 * (lane % 4)) * sizeof(Out);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const uint32_t off = detail::swizzle128(r_lo + 8 * h, byte);
-                float x = p.alpha * acc_mb[4 * f + 2 * h];
-                float y = p.alpha * acc_mb[4 * f + 2 * h + 1];
-                if constexpr (Cfg::kResidual) {
-                  const float2 cv = detail::Pack2<Out>::unpack(
-                      *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
-                  if constexpr (Cfg::kDact) {
-                    x *= activation_grad<Cfg::kActivation>(cv.x);
-                    y *= activation_grad<Cfg::kActivation>(cv.y);
-                    // Rows past M may hold stale accumulators (A's box stopping at M).
-                    if (row0 + static_cast<int>(r_lo) + 8 * h < p.m) {
-                      col_sum[2 * j] += x;
-                      col_sum[2 * j + 1] += y;
-                    }
-                  } else {
-                    x = fmaf(p.beta, cv.x, x);
-                    y = fmaf(p.beta, cv.y, y);
-                  }
+              const float2 cv = detail::Pack2<Out>::unpack(
+                  *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
+              if constexpr (Cfg::kDact) {
+                x *= activation_grad<Cfg::kActivation>(cv.x);
+                y *= activation_grad<Cfg::kActivation>(cv.y);
+                // Rows past M may hold stale accumulators (A's box stopping at M).
+                if (row0 + static_cast<int>(r_lo) + 8 * h < p.m) {
+                  col_sum[2 * j] += x;
+                  col_sum[2 * j + 1] += y;
                 }
-                *reinterpret_cast<typename detail::Pack2<Out>::Storage*>(buf + off) =
-                    detail::Pack2<Out>::pack(x, y);
+              } else {
+                x = fmaf(p.beta, cv.x, x);
+                y = fmaf(p.beta, cv.y, y);
               }
             }
-            if constexpr (Cfg::kDact) {
-              if (p.dbias != nullptr) reduce_column_sums(col_sum);
-            }
-            if constexpr (!Cfg::kResidual) {
-              // Plain: store a group once all of its chunks are in shared memory.
-              if (c % Cfg::kDBufs == Cfg::kDBufs - 1 || c == kChunks - 1) {
-                ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
-                named_barrier_sync(1 + w, 128);
-                if (tid_wg == 0) {
-                  for (int cc = c - c % Cfg::kDBufs; cc <= c; ++cc)
-                    ptx::tma_store_3d(&p.tma_d, my_d + (cc % Cfg::kDBufs) * Cfg::kEpiTileBytes,
-                                      col0 + cc * kEpiN, row0, zd);
-                  ptx::tma_store_commit_group();
-                }
-              }
-              continue;
-            }
+            *reinterpret_cast<typename detail::Pack2<Out>::Storage*>(buf + off) =
+                detail::Pack2<Out>::pack(x, y);
+          }
+        }
+        if constexpr (Cfg::kDact) {
+          if (p.dbias != nullptr) reduce_column_sums(col_sum);
+        }
+        if constexpr (!Cfg::kResidual) {
+          // Plain: store a group once all of its chunks are in shared memory.
+          if (c % Cfg::kDBufs == Cfg::kDBufs - 1 || c == kChunks - 1) {
             ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
             named_barrier_sync(1 + w, 128);
-            if constexpr (Cfg::kDact) {
-              // After the barrier: every thread has finished the previous tile's flush.
-              if (p.dbias != nullptr) stage_column_sums(col_sums + warp_wg * Cfg::kWgTileN, col_sum, c * kEpiN, lane);
-            }
             if (tid_wg == 0) {
-              ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
+              for (int cc = c - c % Cfg::kDBufs; cc <= c; ++cc)
+                ptx::tma_store_3d(&p.tma_d, my_d + (cc % Cfg::kDBufs) * Cfg::kEpiTileBytes,
+                                  col0 + cc * kEpiN, row0, zd);
               ptx::tma_store_commit_group();
-              if constexpr (Cfg::kResidual) {
-                // Hand the previous chunk's C stage back once its store has read it; this
-                // chunk's stage stays held until the next chunk (or the end of the tile).
-                ptx::tma_store_wait_group_read<1>();
-                if (held_c_stage >= 0) epi.pipeline.consumer_mbar(held_c_stage)->arrive();
-                held_c_stage = static_cast<int>(epi.consumer_stage());
-              }
-            }
-            if constexpr (Cfg::kResidual) epi.consumer_step();
-          }
-          if constexpr (Cfg::kDact) {
-            if (p.dbias != nullptr) {
-              named_barrier_sync(1 + w, 128);  // every warp's sums of the tile are staged
-              flush_column_sums<Cfg::kWgTileN>(col_sums, p.dbias, col0, p.n, tid_wg);
             }
           }
+          continue;
+        }
+        ptx::fence_proxy_async_shared_cta();  // st.shared -> visible to the TMA store
+        named_barrier_sync(1 + w, 128);
+        if constexpr (Cfg::kDact) {
+          // After the barrier: every thread has finished the previous tile's flush.
+          if (p.dbias != nullptr) stage_column_sums(col_sums + warp_wg * Cfg::kWgTileN, col_sum, c * kEpiN, lane);
+        }
+        if (tid_wg == 0) {
+          ptx::tma_store_3d(&p.tma_d, buf, col0 + c * kEpiN, row0, zd);
+          ptx::tma_store_commit_group();
           if constexpr (Cfg::kResidual) {
-            // Free the tile's last C stage so the load warp can run ahead into the next tile.
-            if (tid_wg == 0) {
-              ptx::tma_store_wait_group_read<0>();
-              epi.pipeline.consumer_mbar(held_c_stage)->arrive();
-              held_c_stage = -1;
-            }
+            // Hand the previous chunk's C stage back once its store has read it; this
+            // chunk's stage stays held until the next chunk (or the end of the tile).
+            ptx::tma_store_wait_group_read<1>();
+            if (held_c_stage >= 0) epi.pipeline.consumer_mbar(held_c_stage)->arrive();
+            held_c_stage = static_cast<int>(epi.consumer_stage());
           }
+        }
+        if constexpr (Cfg::kResidual) epi.consumer_step();
+      }
+      if constexpr (Cfg::kDact) {
+        if (p.dbias != nullptr) {
+          named_barrier_sync(1 + w, 128);  // every warp's sums of the tile are staged
+          flush_column_sums<Cfg::kWgTileN>(col_sums, p.dbias, col0, p.n, tid_wg);
+        }
+      }
+      if constexpr (Cfg::kResidual) {
+        // Free the tile's last C stage so the load warp can run ahead into the next tile.
+        if (tid_wg == 0) {
+          ptx::tma_store_wait_group_read<0>();
+          epi.pipeline.consumer_mbar(held_c_stage)->arrive();
+          held_c_stage = -1;
         }
       }
     }

@@ -44,15 +44,7 @@ struct GemmParams {
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
 /// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-///
-/// PingPong (two warpgroups): each consumer warpgroup owns WHOLE BM x BN tiles, the
-/// CTA's even tiles for warpgroup 0 and its odd ones for warpgroup 1, so one warpgroup's
-/// epilogue runs while the other's main loop keeps the tensor cores busy (gemm.cuh,
-/// "Ping-pong"); a 128-row tile is two 64-row blocks, two independent wgmma chains. Each
-/// input stage then has one warpgroup's 4 warps as consumers, and the C chunks come
-/// through one epilogue-load ring per warpgroup (a chunk = one part).
-template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1,
-          bool PingPong = false>
+template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1>
 struct GemmConfig {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -62,33 +54,18 @@ struct GemmConfig {
   static constexpr bool kResidual = CStages > 0;
   static constexpr int kNumWG = NumWG;            // consumer warpgroups
   static constexpr int kCluster = Cluster;        // CTAs per cluster along M (B multicast)
-  static constexpr bool kPingPong = PingPong;     // warpgroups take alternate whole tiles
   static constexpr int kThreads = 128 * (1 + NumWG);
-  // Warps that consume (and free) each input stage, per CTA.
-  static constexpr int kNumConsumerWarps = PingPong ? 4 : 4 * NumWG;
-  static constexpr int kWgM = BM / 64;                        // warpgroups along M in a tile
-  static constexpr int kWgN = PingPong ? 1 : NumWG / kWgM;    // ... along N
+  static constexpr int kNumConsumerWarps = 4 * NumWG;
+  static constexpr int kWgM = BM / 64;            // consumer warpgroups along M
+  static constexpr int kWgN = NumWG / kWgM;       // ... along N
   static constexpr int kWgTileN = BN / kWgN;      // N extent of one warpgroup's accumulator
-  // 64-row blocks of one warpgroup's accumulator (its wgmma chains) and its registers.
-  static constexpr int kWgMBlocks = PingPong ? BM / 64 : 1;
-  static constexpr int kAccRegs = kWgMBlocks * kWgTileN / 2;
   static constexpr int kEpiTileBytes = 64 * 128;  // one epilogue chunk: 64 rows x 128 B
-  // C chunks: kEpiRings epilogue-load rings of CStages stages, kEpiParts warpgroup parts
-  // (64 rows x 128 B each) per stage.
-  static constexpr int kEpiRings = PingPong ? 2 : 1;
-  static constexpr int kEpiParts = PingPong ? 1 : NumWG;
   static constexpr bool kBiasAct = false;         // GemmBiasConfig: the bias/activation epilogue
   static constexpr bool kDact = false;            // GemmDactConfig: D = acc * act'(C)
   static constexpr Activation kActivation = Activation::kNone;
 
-  /// Warpgroup w's 64-row block and kWgTileN-column block inside the tile.
-  __host__ __device__ static constexpr int wg_row(int w) { return PingPong || kWgM != 2 ? 0 : w; }
-  __host__ __device__ static constexpr int wg_col(int w) { return PingPong || kWgM == 2 ? 0 : w; }
-
   static_assert(NumWG == 1 || NumWG == 2, "one or two consumer warpgroups");
   static_assert((BM == 64 || BM == 128) && BM / 64 <= NumWG, "BLOCK_M is 64 rows per warpgroup");
-  static_assert(!PingPong || NumWG == 2, "ping-pong: two warpgroups");
-  static_assert(kAccRegs <= 128, "a warpgroup's accumulators: at most 128 registers per thread");
   static_assert(kWgTileN == 64 || kWgTileN == 128 || kWgTileN == 256, "wgmma N per warpgroup");
   static_assert(BN <= 256, "a TMA box dimension is at most 256");
   static_assert(Cluster == 1 || (Cluster == 2 && BN % 128 == 0),
@@ -102,22 +79,13 @@ struct GemmConfig {
   static constexpr uint32_t kPayloadBytes = Stages * (kATileBytes + kBTileBytes);
   static constexpr uint32_t kDOffset = kPayloadBytes;
   // Plain: (NumWG, kDBufs) D staging chunks; all chunks of a group are written, then
-  // stored together (ping-pong: two per warpgroup, the input stages take the rest).
-  // Residual: D is staged in the C chunks (no D buffers).
-  static constexpr int kDBufs = CStages > 0 ? 0 : (PingPong ? 2 : (kWgTileN >= 256 ? 4 : 2));
+  // stored together. Residual: D is staged in the C chunks (no D buffers).
+  static constexpr int kDBufs = CStages > 0 ? 0 : (kWgTileN >= 256 ? 4 : 2);
   static constexpr uint32_t kDBytes = NumWG * kDBufs * kEpiTileBytes;
   static constexpr uint32_t kCOffset = kDOffset + kDBytes;
-  // (kEpiRings, CStages, kEpiParts) chunks.
-  static constexpr uint32_t kCBytes = kEpiRings * CStages * kEpiParts * kEpiTileBytes;
-  /// Byte offset in the C area of ring r's stage s, part w.
-  __host__ __device__ static constexpr uint32_t c_chunk(int r, uint32_t s, int w) {
-    return ((r * CStages + s) * kEpiParts + w) * kEpiTileBytes;
-  }
+  static constexpr uint32_t kCBytes = CStages * NumWG * kEpiTileBytes;  // (CStages, NumWG)
   static constexpr uint32_t kBarOffset = kCOffset + kCBytes;
-  // Input ring (full, empty), the epilogue-load rings (full, empty), and for ping-pong
-  // the two "main loop has all its stages" barriers that order the warpgroups.
-  static constexpr int kEpiBarriers = 2 * (CStages > 0 ? CStages : 1) * kEpiRings;
-  static constexpr uint32_t kBarBytes = (2 * Stages + kEpiBarriers + (PingPong ? 2 : 0)) * 8;
+  static constexpr uint32_t kBarBytes = (2 * Stages + 2 * (CStages > 0 ? CStages : 1)) * 8;
   /// Dynamic shared memory to request (with slack to align the base to 1024).
   static constexpr uint32_t smem_bytes() { return kBarOffset + kBarBytes + 1024; }
   static_assert(smem_bytes() <= 232448, "exceeds the 227 KB of shared memory per block");

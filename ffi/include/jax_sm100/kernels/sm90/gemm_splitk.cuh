@@ -75,8 +75,6 @@ struct SplitKConfig {
   static constexpr int kThreads = 256;  // producer warpgroup + one consumer warpgroup
   static constexpr int kNumConsumerWarps = 4;
   static constexpr int kWgTileN = BN;
-  static constexpr int kWgMBlocks = 1;
-  static constexpr int kAccRegs = BN / 2;
   static constexpr int kPairs = BN / 4 * 128;  // accumulator pairs of the tile
   static constexpr uint32_t kATileBytes = kBlockM * kBlockK * 2;
   static constexpr uint32_t kBTileBytes = BN * kBlockK * 2;
