@@ -68,13 +68,17 @@ def why_not_kernel(ctx: Context, a, b, c, name: str):
   return None
 
 
-def dact_config(cfg: tuning.GemmConfig, m: int) -> tuning.GemmConfig:
-  """The dact kernel's tiling: 128x256, in CTA pairs (B multicast) unless one 128-row
-  tile holds M, with the plain product's group_m. Measured on an H200
+def dact_config(settings, cfg: tuning.GemmConfig, m: int, k: int):
+  """The dact kernel's tiling: the short-K kernel for a short K (tuning.short_k_config),
+  else 128x256, in CTA pairs (B multicast) unless one 128-row tile holds M, with the
+  plain product's group_m. Measured on an H200
   (benchmarks/bench_dact.py, 8192x4096 by K 16 / 4096 and 4096x14336x4096): pairs and
   single CTAs within 1% of each other (pairs 0.3-3% faster with one atomic per warp, 0.1-0.8%
   slower with one per tile: noise at this size, single CTAs kept for one-tile M),
   128x128 tiles 6-12% slower (not compiled)."""
+  short = tuning.short_k_config(settings, cfg, k)
+  if short is not cfg:
+    return short
   return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
 
 
@@ -104,7 +108,9 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, with_sums: bool, settings):
     def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
       dbias = jax.ShapeDtypeStruct((out.shape[-1] if with_sums else 0,), jnp.float32)
       d, db = _gemm._launch(TARGET, list(ops), (out, dbias), trans_a, trans_b, settings,
-                            residual=True, tiling=dact_config, activation=np.int32(code))
+                            residual=True,
+                            tiling=functools.partial(dact_config, settings),
+                            activation=np.int32(code))
       sums.append(db)
       return d
 

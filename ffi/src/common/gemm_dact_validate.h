@@ -7,7 +7,8 @@
 //
 // a, b, the tiling attributes: jax_sm100_gemm's (validate_gemm), the tiling restricted to
 // the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, split_k 1; 128x128
-// measured slower on every shape of benchmarks/bench_dact.py and is not compiled). c and d: a's dtype
+// measured slower on every shape of benchmarks/bench_dact.py and is not compiled), or the
+// short-K tiling (64, 256, 1) for K <= 64 (gemm_bias_validate.h's short_k_error). c and d: a's dtype
 // (bfloat16 or float16), d's shape (M, N) with its batch dims; c broadcasts like the
 // residual's C (batch count 1 or d's). dbias: float32 (N,), or (0,) when not wanted.
 // activation: relu 1, gelu_tanh 2, gelu_erf 3, silu 4 (none has no derivative to fuse).
@@ -42,17 +43,23 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
     return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
                                   std::to_string(activation) + ")");
   }
-  const bool compiled = tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
-                        (tiling.cluster_m == 1 || tiling.cluster_m == 2);
+  const bool compiled = (tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
+                         (tiling.cluster_m == 1 || tiling.cluster_m == 2)) ||
+                        is_short_k_tiling(tiling);
   if (!compiled)
     return Error::InvalidArgument(
         who + "the dact kernels are compiled for block_m=128, block_n=256, cluster_m 1 or 2, "
-              "split_k=1 (got block_m=" + std::to_string(tiling.block_m) +
-        ", block_n=" + std::to_string(tiling.block_n) + ", cluster_m=" +
-        std::to_string(tiling.cluster_m) + ", split_k=" + std::to_string(tiling.split_k) + ")");
+              "split_k=1, and the short-K tiling (64, 256, 1) (got block_m=" +
+        std::to_string(tiling.block_m) + ", block_n=" + std::to_string(tiling.block_n) +
+        ", cluster_m=" + std::to_string(tiling.cluster_m) + ", split_k=" +
+        std::to_string(tiling.split_k) + ")");
   GemmProblem pr{};
-  Error err = validate_gemm(name, a, b, &c, d, trans_a, trans_b, 1.0f, 1.0f, tiling, &pr);
+  Error err = validate_gemm(name, a, b, &c, d, trans_a, trans_b, 1.0f, 1.0f,
+                            checked_tiling(tiling), &pr);
   if (err.failure()) return err;
+  pr.tiling = tiling;
+  const std::string short_k = short_k_error(pr);
+  if (!short_k.empty()) return Error::InvalidArgument(who + short_k);
   if (pr.out_type != pr.in_type)
     return Error::InvalidArgument(who + "c and the output must have the inputs' dtype");
   auto bd = dbias->dimensions();

@@ -26,6 +26,14 @@ struct GemmTiling {
   int split_k = 1;    ///< > 1: the split-K kernel, a cluster of split_k CTAs per tile (sm90)
 };
 
+/// The tiling attribute (block_m, block_n, cluster_m) = (64, 256, 1) names the short-K
+/// kernel (kernels/sm90/gemm_short_k.cuh: one 64x256 tile per CTA, all of K <= 64 in one
+/// stage, no pipeline, two CTAs per SM), a tiling of the bias/activation and dact targets
+/// only (common/gemm_bias_validate.h checks its conditions).
+inline bool is_short_k_tiling(const GemmTiling& t) {
+  return t.block_m == 64 && t.block_n == 256 && t.cluster_m == 1;
+}
+
 /// One (batched) GEMM call as validated by the handler.
 struct GemmProblem {
   const void* a;
