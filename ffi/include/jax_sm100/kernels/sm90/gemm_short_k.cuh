@@ -73,15 +73,21 @@ inline constexpr int kSmemBytes = 2 * (kAElems + kBElems + kCElems) + 2 * kShort
 
 /// cp.async of a rows x (chunks * 8) box at (row0, col0) of a row-major (rows_total,
 /// cols_total) matrix into shared memory rows of `stride` elements, zeros outside the
-/// matrix; the box's chunks spread over `nthreads` threads from `tid`.
-template <class T>
+/// matrix. `nthreads` threads from `tid` share it: thread t copies chunk t % kChunks of
+/// rows t / kChunks, + nthreads / kChunks, ... (kChunks >= chunks, a power of two: no
+/// division in the loop).
+template <int kChunks, class T>
 __device__ __forceinline__ void copy_box(uint32_t dst, const T* src, int rows_total,
                                          int cols_total, int row0, int col0, int rows,
                                          int chunks, int stride, int tid, int nthreads) {
-  for (int i = tid; i < rows * chunks; i += nthreads) {
-    const int r = i / chunks, ch = i % chunks;
-    const int gr = row0 + r, gc = col0 + 8 * ch;
-    const bool valid = gr < rows_total && gc < cols_total;
+  static_assert((kChunks & (kChunks - 1)) == 0);
+  const int ch = tid % kChunks;
+  if (ch >= chunks) return;
+  const int gc = col0 + 8 * ch;
+  const bool col_ok = gc < cols_total;
+  for (int r = tid / kChunks; r < rows; r += nthreads / kChunks) {
+    const int gr = row0 + r;
+    const bool valid = col_ok && gr < rows_total;
     ptx::cp_async_16(dst + 2u * (r * stride + 8 * ch),
                      valid ? src + static_cast<int64_t>(gr) * cols_total + gc : src, valid);
   }
@@ -152,7 +158,9 @@ __global__ void __launch_bounds__(kShortKThreads, 2) gemm_short_k_kernel(const S
   T* s_a = reinterpret_cast<T*>(smem);
   T* s_b = s_a + kAElems;
   T* s_c = s_b + kBElems;
-  float* s_sums = reinterpret_cast<float*>(s_c + kCElems);  // [2][kShortKBlockN]
+  // [2][kShortKBlockN] f32: the backward's column sums per warp row; the forward's bias
+  // slice (first row).
+  float* s_sums = reinterpret_cast<float*>(s_c + kCElems);
   const uint32_t a_base = ptx::smem_addr(s_a), b_base = ptx::smem_addr(s_b),
                  c_base = ptx::smem_addr(s_c);
 
@@ -166,19 +174,30 @@ __global__ void __launch_bounds__(kShortKThreads, 2) gemm_short_k_kernel(const S
     const T* b = static_cast<const T*>(p.b) + bz * p.b_batch_stride;
 
     // 1. The operands (group 0) and, for the backward, the warp's C region (group 1).
+    constexpr int kKChunks = kShortKMaxK / 8, kMChunks = kShortKBlockM / 8;
+    constexpr int kNChunks = kShortKBlockN / 8;
     if (p.trans_a)  // (K, M): [k][m]
-      copy_box(a_base, a, p.k, p.m, 0, m0, kp, kShortKBlockM / 8, kStrideM, tid, kShortKThreads);
+      copy_box<kMChunks>(a_base, a, p.k, p.m, 0, m0, kp, kMChunks, kStrideM, tid, kShortKThreads);
     else  // (M, K): [m][k]
-      copy_box(a_base, a, p.m, p.k, m0, 0, kShortKBlockM, kp / 8, kStrideK, tid, kShortKThreads);
+      copy_box<kKChunks>(a_base, a, p.m, p.k, m0, 0, kShortKBlockM, kp / 8, kStrideK, tid,
+                         kShortKThreads);
     if (p.trans_b)  // (N, K): [n][k]
-      copy_box(b_base, b, p.n, p.k, n0, 0, kShortKBlockN, kp / 8, kStrideK, tid, kShortKThreads);
+      copy_box<kKChunks>(b_base, b, p.n, p.k, n0, 0, kShortKBlockN, kp / 8, kStrideK, tid,
+                         kShortKThreads);
     else  // (K, N): [k][n]
-      copy_box(b_base, b, p.k, p.n, 0, n0, kp, kShortKBlockN / 8, kStrideN, tid, kShortKThreads);
+      copy_box<kNChunks>(b_base, b, p.k, p.n, 0, n0, kp, kNChunks, kStrideN, tid, kShortKThreads);
+    if constexpr (!kDact) {  // the tile's bias slice, f32, into s_sums' first row
+      if (p.bias != nullptr && tid < kShortKBlockN / 4) {
+        const bool valid = n0 + 4 * tid < p.n;  // n is a multiple of 8
+        ptx::cp_async_16(ptx::smem_addr(s_sums + 4 * tid), valid ? p.bias + n0 + 4 * tid : p.bias,
+                         valid);
+      }
+    }
     ptx::cp_async_commit();
     const uint32_t region = c_base + 2u * (wm * 32 * kStrideN + wn * 64);
     if constexpr (kDact) {
       const T* c = static_cast<const T*>(p.c) + bz * p.c_batch_stride;
-      copy_box(region, c, p.m, p.n, m0 + wm * 32, n0 + wn * 64, 32, 8, kStrideN, lane, 32);
+      copy_box<8>(region, c, p.m, p.n, m0 + wm * 32, n0 + wn * 64, 32, 8, kStrideN, lane, 32);
     }
     ptx::cp_async_commit();
     ptx::cp_async_wait<1>();
@@ -279,10 +298,10 @@ __global__ void __launch_bounds__(kShortKThreads, 2) gemm_short_k_kernel(const S
         for (int q = 0; q < 4; ++q) {
           float bias[4];  // columns 16 q + 8 (s / 2) + 2 (lane % 4) + s % 2, as the fragments
 #pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const int col = col0 + 16 * q + 8 * (s / 2) + 2 * (lane % 4) + s % 2;
-            bias[s] = p.bias != nullptr && col < p.n ? p.bias[col] : 0.f;
-          }
+          for (int s = 0; s < 4; ++s)
+            bias[s] = p.bias != nullptr
+                          ? s_sums[wn * 64 + 16 * q + 8 * (s / 2) + 2 * (lane % 4) + s % 2]
+                          : 0.f;
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             uint32_t out[4];
