@@ -10,7 +10,7 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
               compiles it: the fp32 product times act'(z), rounded, and its column sums
   dot_only    XLA's dot alone (the product without the activation's backward)
   dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER (64x256c1:
-              the short-K kernel, for K <= 64)
+              the short-K dact kernel, for K <= 64)
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
   plain:<tile> our plain GEMM g @ W^T per tiling (what the epilogue adds to)
   bias:<tile> the forward layer's kernel on the same product: z = g @ W^T + b and
@@ -39,7 +39,7 @@ from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
 TILINGS = ((128, 256, 1), (128, 256, 2))
-# The short-K kernel's tiling (dact, nodb and bias rows where K <= 64; no plain kernel).
+# The short-K dact kernel's tiling (dact and nodb rows where K <= 64).
 SHORT_K = (64, 256, 1)
 
 
@@ -76,9 +76,10 @@ def variants(m, n, k, act):
              jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
       out[f"{tag}:{tag_t}"] = (lambda res, t: lambda g, w, z: jax.ffi.ffi_call(
           "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(*t, activation=code)))(res, t)
-    if t != SHORT_K:
-      out[f"plain:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call(
-          "jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(g, w, **_attrs(*t)))(t)
+    if t == SHORT_K:
+      continue
+    out[f"plain:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call(
+        "jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(g, w, **_attrs(*t)))(t)
     two = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),) * 2
     out[f"bias:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call("jax_sm100_gemm_bias", two)(
         g, w, z[0].astype(jnp.float32), **_attrs(*t, activation=code)))(t)

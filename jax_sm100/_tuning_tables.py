@@ -32,10 +32,9 @@ HEURISTICS: dict[str, dict[str, Any]] = {
                         # 0.79-0.86x). GPUs and classes without a measured entry use it.
                         "tiling": (64, 128, 1), "max_m": 64, "max_tile_share": 0.125,
                         "min_k": 3072},
-            # The fused-epilogue launches (bias/activation with an output of the inputs'
-            # dtype, and the dact) with K <= max_k run the short-K kernel
-            # (tuning.SHORT_K_TILING): their time is the epilogue's memory traffic, which
-            # the pipelined kernels leave under a third of DRAM's bandwidth there.
+            # The dact launches with K <= max_k run the short-K dact kernel
+            # (tuning.SHORT_K_TILING): their time is the c read and d write, which the
+            # pipelined kernel leaves under half of DRAM's bandwidth there.
             "short_k": {"max_k": 64},
         },
         "fp8": {

@@ -57,10 +57,10 @@ __all__ = [
 # one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1))
-# The short-K kernel of the fused-epilogue targets (jax_sm100_gemm_bias with an output of
-# the inputs' dtype, jax_sm100_gemm_dact; sm_90a only): one 64x256 tile per CTA, all of
-# K <= 64 in one stage, no pipeline, two CTAs per SM. Its (block_m, block_n, cluster_m)
-# attribute value; not a GemmConfig (no other target has it): short_k_config chooses it.
+# The short-K dact kernel (target jax_sm100_gemm_dact, sm_90a only): 64x256 tiles, all of
+# K <= 64 in one stage, persistent CTAs loading the next tile under this one's epilogue.
+# Its (block_m, block_n, cluster_m) attribute value; not a GemmConfig (no other target has
+# it): short_k_config chooses it.
 SHORT_K_TILING = (64, 256, 1)
 # The sm_100a GEMM's tilings, a subset: 128x256 and 128x128 tiles on one SM, and the 2-SM
 # pair (128, 256, 2): a cluster of two CTAs issuing one 256x256 UMMA (cta_group::2), each
@@ -153,14 +153,14 @@ class GemmConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ShortKConfig:
-  """The short-K kernel's launch attributes (SHORT_K_TILING; short_k_config's choice)."""
+  """The short-K dact kernel's launch attributes (SHORT_K_TILING; short_k_config's choice)."""
   block_m: int = SHORT_K_TILING[0]
   block_n: int = SHORT_K_TILING[1]
   cluster_m: int = SHORT_K_TILING[2]
 
   def attributes(self) -> dict:
-    """The FFI attributes of jax_sm100_gemm_bias / jax_sm100_gemm_dact for this kernel
-    (group_m and split_k unused by it: 8 and 1)."""
+    """The FFI attributes of jax_sm100_gemm_dact for this kernel (group_m and split_k
+    unused by it: 8 and 1)."""
     return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
                 cluster_m=np.int32(self.cluster_m), group_m=np.int32(8), split_k=np.int32(1))
 
@@ -607,10 +607,10 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
 
 
 def short_k_config(settings: Settings | None, cfg: GemmConfig, k: int):
-  """The fused-epilogue launches' kernel for a short K: ShortKConfig() when the device
-  architecture's table has the rule HEURISTICS[arch]['gemm']['short_k'] and K <= its
-  max_k, else cfg. An explicit override(gemm=...) is taken as given (cfg): the way to run
-  the pipelined kernels at a short K."""
+  """The dact launch's kernel for a short K: ShortKConfig() when the device architecture's
+  table has the rule HEURISTICS[arch]['gemm']['short_k'] and K <= its max_k, else cfg.
+  An explicit override(gemm=...) is taken as given (cfg): the way to run the pipelined
+  dact kernel at a short K."""
   if settings is not None and settings.gemm is not None:
     return cfg
   arch = _arch(_device(None))

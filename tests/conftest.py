@@ -177,9 +177,9 @@ def _flat_batch(x):
 GEMM_TILINGS = {(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1)}
 SPLIT_K_TILINGS = {(64, 64, 1), (64, 128, 1)}
-# The short-K kernel's tiling: the fused-epilogue targets only, K <= 64.
+# The short-K dact kernel's tiling: the dact target only, K <= 64.
 SHORT_K_TILING = (64, 256, 1)
-SHORT_K_TARGETS = {"jax_sm100_gemm_bias", "jax_sm100_gemm_dact"}
+SHORT_K_TARGETS = {"jax_sm100_gemm_dact"}
 FP8_TILINGS = {(128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
                (256, 128, 2, True)}

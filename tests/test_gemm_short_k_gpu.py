@@ -1,17 +1,17 @@
-"""GPU tests of the short-K kernel (kernels/sm90/gemm_short_k.cuh: K <= 64, one 64x256 tile
-per CTA, mma.sync), the tiling (64, 256, 1) of the fused-epilogue targets:
+"""GPU tests of the short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh: K <= 64,
+64x256 tiles, mma.sync, persistent CTAs loading the next tile under this one's epilogue),
+the tiling (64, 256, 1) of the activation-backward target:
 
-  jax_sm100_gemm_bias: (a, b, bias) -> (d, pre), z = op(a) @ op(b) + bias, d = act(z)
   jax_sm100_gemm_dact: (a, b, c) -> (d, dbias), x = (op(a) @ op(b)) * act'(c), d = x,
                        dbias = column sums of x
 
-through the targets directly, with test_gemm_bias_kernel_gpu.py's element-by-element
-float64 check for the forward and test_mlp_gpu.py's error measure for the backward.
+through the target directly, with test_mlp_gpu.py's error measure against float64.
 Covered: every activation, both 16-bit dtypes, the four operand layouts, K from 8 to 64
 (K = 10 where K is no operand's contiguous dimension: rows past K zero-filled), partial M
-and N tiles, batches (broadcast operands included), more tiles than SMs, bias and pre
-absent, dbias absent and zeroed per call, and the errors of calls the kernel does not take.
-Marked `gpu` (skipped unless an sm_90 GPU is the default device).
+and N tiles, one partial tile, batches (broadcast operands included), more tiles than
+CTAs (each CTA's loop and its double-buffered c), dbias absent and zeroed per call, and
+the errors of calls the kernel does not take (K > 64; the bias target, which has no such
+tiling). Marked `gpu` (skipped unless an sm_90 GPU is the default device).
 """
 from __future__ import annotations
 
@@ -35,52 +35,9 @@ LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 pytestmark = pytest.mark.gpu
 
 
-# ---------------------------------------------------------------------------
-# The forward: bias, activation, pre
-# ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("act", list(bias_k.ACTS))
-@pytest.mark.parametrize("want_pre", [False, True], ids=["d", "d+pre"])
-@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
-def test_forward_every_activation(act, want_pre, dtype):
-  # 200 x 392: a partial M tile (8 rows) and a partial N tile (136 columns).
-  bias_k._run(200, 392, 64, act=act, want_pre=want_pre, dtype=dtype, out_dtype=dtype,
-              tiling=SHORT_K)
-
-
-@pytest.mark.parametrize("trans_a,trans_b", LAYOUTS)
-@pytest.mark.parametrize("k", [8, 16, 24, 40, 64])
-def test_forward_layouts_and_k(trans_a, trans_b, k):
-  bias_k._run(264, 520, k, act="gelu_tanh", trans_a=trans_a, trans_b=trans_b, tiling=SHORT_K)
-
-
-def test_forward_k_not_a_multiple_of_8():
-  # a (K, M) and b (K, N): K is neither's contiguous dimension.
-  bias_k._run(136, 264, 10, act="silu", trans_a=True, trans_b=False, tiling=SHORT_K)
-
-
-@pytest.mark.parametrize("batch_a,batch_b", [((2,), ()), ((), (3,)), ((2,), (2,))])
-def test_forward_batches(batch_a, batch_b):
-  bias_k._run(200, 264, 48, act="relu", batch_a=batch_a, batch_b=batch_b, tiling=SHORT_K)
-
-
-def test_forward_without_bias_and_many_tiles():
-  # 8192 x 4096: 2048 CTAs, about eight per SM over the launch.
-  bias_k._run(8192, 4096, 64, act="gelu_tanh", with_bias=False, tiling=SHORT_K)
-
-
-def test_forward_identities():
-  d, pre = bias_k._run(264, 392, 32, act="none", tiling=SHORT_K)
-  np.testing.assert_array_equal(np.asarray(d), np.asarray(pre))
-  d, pre = bias_k._run(264, 392, 32, act="relu", tiling=SHORT_K)
-  np.testing.assert_array_equal(np.asarray(d), np.asarray(jnp.maximum(pre, 0)))
-
-
-@pytest.mark.parametrize("k,out_dtype,what", [(72, jnp.bfloat16, "K <= 64"),
-                                              (64, jnp.float32, "inputs' dtype")])
-def test_forward_refuses_what_it_does_not_take(k, out_dtype, what):
-  with pytest.raises(Exception, match=what):
-    bias_k._run(128, 256, k, act="relu", out_dtype=out_dtype, tiling=SHORT_K)
+def test_bias_target_has_no_short_k_tiling():
+  with pytest.raises(Exception, match="no kernel for"):
+    bias_k._run(128, 256, 64, act="relu", tiling=SHORT_K)
 
 
 # ---------------------------------------------------------------------------
@@ -141,15 +98,16 @@ def test_dact_batches(batch_a, batch_c):
 
 
 def test_dact_many_tiles_and_dbias_zeroed_per_call():
-  _dact(8192, 4096, 16)  # 2048 CTAs
-  # The kernel adds into dbias: a second call on the same inputs must not accumulate.
+  _dact(8192, 4096, 16)  # 2048 tiles: several per CTA
+  # The kernel adds into dbias: a second call on the same inputs must not accumulate
+  # (the atomics' order varies: equal up to fp32 rounding of column sums near 100).
   f = _dact_fn(False, True, (8192, 4096), jnp.bfloat16, "gelu", True)
   rng = _rng()
   a, b, c = (_rand((8192, 16), jnp.bfloat16, rng), _rand((4096, 16), jnp.bfloat16, rng),
              _rand((8192, 4096), jnp.bfloat16, rng))
   once = np.asarray(f(a, b, c)[1])
   twice = np.asarray(f(a, b, c)[1])
-  np.testing.assert_allclose(twice, once, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(twice, once, rtol=1e-4, atol=1e-3)
 
 
 def test_dact_refuses_k_over_64():

@@ -94,19 +94,13 @@ std::string sm90_launch_for_out(const GemmProblem& pr, int num_sms, cudaStream_t
   return "unsupported output type";
 }
 
-/// The sm_90a path: the K == 0 fill, else the kernel that pr.tiling names (the short-K
-/// tiling: the short-K kernel), with the bias/activation epilogue that pr.bias, pr.pre
-/// and pr.activation describe.
+/// The sm_90a path: the K == 0 fill, else the kernel that pr.tiling names, with the
+/// bias/activation epilogue that pr.bias, pr.pre and pr.activation describe.
 ffi::Error run_sm90(const GemmProblem& pr, const DeviceInfo& dev, cudaStream_t stream) {
   if (pr.k == 0) return fill_without_product(pr, dev.num_sms, stream);
-  using jax_sm100::host::sm90_gemm_short_k_launch;
-  const bool bf16 = pr.in_type == GemmDtype::kBF16;
-  const std::string err =
-      jax_sm100::host::is_short_k_tiling(pr.tiling)
-          ? (bf16 ? sm90_gemm_short_k_launch<__nv_bfloat16>(pr, stream)
-                  : sm90_gemm_short_k_launch<__half>(pr, stream))
-          : (bf16 ? sm90_launch_for_out<__nv_bfloat16>(pr, dev.num_sms, stream)
-                  : sm90_launch_for_out<__half>(pr, dev.num_sms, stream));
+  const std::string err = pr.in_type == GemmDtype::kBF16
+                              ? sm90_launch_for_out<__nv_bfloat16>(pr, dev.num_sms, stream)
+                              : sm90_launch_for_out<__half>(pr, dev.num_sms, stream);
   if (!err.empty()) return ffi::Error::Internal(std::string(kName) + ": " + err);
   return ffi::Error::Success();
 }

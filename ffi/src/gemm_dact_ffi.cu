@@ -14,7 +14,7 @@
 // configuration whose epilogue multiplies by act'(C) instead of adding beta * C, and adds
 // its column sums to dbias with f32 reductions; sm90/gemm_launch.h), compiled for the
 // tiling 128x256 (cluster 1 or 2), no split-K; the short-K tiling (64, 256, 1), K <= 64:
-// the short-K kernel (kernels/sm90/gemm_short_k.cuh). No sm_100a kernel: the
+// the short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh). No sm_100a kernel: the
 // registration table says so, and the Python layer takes the unfused formula there; any
 // capability other than 9.0 returns kUnimplemented naming the target.
 //
@@ -67,12 +67,12 @@ ffi::Error gemm_dact_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
       return jax_sm100::host::last_cuda_error(kName);
     if (pr.empty()) return ffi::Error::Success();
     using jax_sm100::host::sm90_gemm_dact_launch;
-    using jax_sm100::host::sm90_gemm_short_k_launch;
+    using jax_sm100::host::sm90_gemm_dact_short_k_launch;
     const bool bf16 = pr.in_type == GemmDtype::kBF16;
     const std::string lerr =
         jax_sm100::host::is_short_k_tiling(pr.tiling)
-            ? (bf16 ? sm90_gemm_short_k_launch<__nv_bfloat16>(pr, stream)
-                    : sm90_gemm_short_k_launch<__half>(pr, stream))
+            ? (bf16 ? sm90_gemm_dact_short_k_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
+                    : sm90_gemm_dact_short_k_launch<__half>(pr, dev.num_sms, stream))
             : (bf16 ? sm90_gemm_dact_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
                     : sm90_gemm_dact_launch<__half>(pr, dev.num_sms, stream));
     if (!lerr.empty()) return ffi::Error::Internal(std::string(kName) + ": " + lerr);

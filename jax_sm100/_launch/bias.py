@@ -8,9 +8,8 @@ a, b, the transpose flags, batch rules, TMA padding and batch fitting are gemm.p
 padded rows / columns of d and pre are sliced off). bias is f32 (N,), or (0,) for none;
 pre is asked for (d's shape) only when the caller needs it, else the launch passes a
 (0,) result and the kernel writes nothing there. Tile configuration: tuning.resolve_gemm,
-the same choice as jax_sm100_gemm (attributes block_m, block_n, cluster_m, group_m), or
-for K <= 64 and an output of the inputs' dtype the short-K kernel
-(tuning.short_k_config), plus the attribute `activation` (jax_sm100._activations.CODES).
+the same choice as jax_sm100_gemm (attributes block_m, block_n, cluster_m, group_m), plus
+the attribute `activation` (jax_sm100._activations.CODES).
 
   * vmap: one batched launch (custom_vmap moves the vmapped axis to the front as one more
     batch dim), except when the bias itself is vmapped: the kernel adds one (N,) row to
@@ -31,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from jax_sm100 import _activations, _explain, tuning
+from jax_sm100 import _activations, _explain
 from jax_sm100._backend import Context
 from jax_sm100._launch import gemm as _gemm
 from jax_sm100._launch import partition
@@ -79,12 +78,8 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, want_pre: bool, out_dtype: 
     def launch(ops, out):  # gemm._aligned_launch's callback: ops padded, out d's struct
       bias_p = pad_to(bias, 0, out.shape[-1]) if bias.shape[0] else bias
       pre = jax.ShapeDtypeStruct(out.shape if want_pre else (0,), out.dtype)
-      short_k = None
-      if out.dtype == ops[0].dtype:  # the short-K kernel writes its inputs' dtype
-        short_k = lambda cfg, m_, k_: tuning.short_k_config(settings, cfg, k_)
       d, pre = _gemm._launch(TARGET, list(ops) + [bias_p], (out, pre), trans_a, trans_b,
-                             settings, residual=False, tiling=short_k,
-                             activation=np.int32(code))
+                             settings, residual=False, activation=np.int32(code))
       pre_out.append(pre)
       return d
 

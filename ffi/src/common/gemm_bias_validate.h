@@ -39,25 +39,6 @@ inline std::string activation_error(const std::string& who, int32_t activation) 
   return who + "activation must be one of " + valid + " (got " + std::to_string(activation) + ")";
 }
 
-/// The short-K tiling (is_short_k_tiling) is validated as the pipelined kernels' tiling
-/// with its group_m and split_k; its own conditions are short_k_error's.
-inline GemmTiling checked_tiling(const GemmTiling& t) {
-  if (!is_short_k_tiling(t)) return t;
-  return GemmTiling{128, 256, 1, t.group_m, t.split_k};
-}
-
-/// "" unless pr.tiling is the short-K tiling and the call is not one it runs: split_k 1,
-/// K <= 64, the output of the inputs' dtype.
-inline std::string short_k_error(const GemmProblem& pr) {
-  if (!is_short_k_tiling(pr.tiling)) return "";
-  if (pr.tiling.split_k != 1 || pr.k > 64 || pr.out_type != pr.in_type)
-    return "the short-K tiling (64, 256, 1) takes split_k=1, K <= 64 and an output of the "
-           "inputs' dtype (got split_k=" + std::to_string(pr.tiling.split_k) + ", K=" +
-           std::to_string(pr.k) + ", output " + (pr.out_type == pr.in_type ? "of" : "not of") +
-           " the inputs' dtype)";
-  return "";
-}
-
 /// validate_gemm plus the bias, pre and activation checks; fills pr.bias (null for a
 /// (0,) bias), pr.pre (null for a (0,) pre) and pr.activation. Errors name `name`.
 inline xla::ffi::Error validate_gemm_bias(const char* name, const xla::ffi::AnyBuffer& a,
@@ -71,12 +52,8 @@ inline xla::ffi::Error validate_gemm_bias(const char* name, const xla::ffi::AnyB
   const std::string act_err = activation_error(who, activation);
   if (!act_err.empty()) return Error::InvalidArgument(act_err);
   GemmProblem pr{};
-  Error err = validate_gemm(name, a, b, nullptr, d, trans_a, trans_b, 1.0f, 0.0f,
-                            checked_tiling(tiling), &pr);
+  Error err = validate_gemm(name, a, b, nullptr, d, trans_a, trans_b, 1.0f, 0.0f, tiling, &pr);
   if (err.failure()) return err;
-  pr.tiling = tiling;
-  const std::string short_k = short_k_error(pr);
-  if (!short_k.empty()) return Error::InvalidArgument(who + short_k);
   if (pr.out_type != pr.in_type && pr.out_type != GemmDtype::kF32)
     return Error::InvalidArgument(who + "the output must have the inputs' dtype or float32 "
                                         "(no kernel writes float16 from bfloat16 or back)");

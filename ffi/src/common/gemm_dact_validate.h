@@ -8,7 +8,7 @@
 // a, b, the tiling attributes: jax_sm100_gemm's (validate_gemm), the tiling restricted to
 // the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, split_k 1; 128x128
 // measured slower on every shape of benchmarks/bench_dact.py and is not compiled), or the
-// short-K tiling (64, 256, 1) for K <= 64 (gemm_bias_validate.h's short_k_error). c and d: a's dtype
+// short-K tiling (64, 256, 1) for K <= 64 (short_k_error below). c and d: a's dtype
 // (bfloat16 or float16), d's shape (M, N) with its batch dims; c broadcasts like the
 // residual's C (batch count 1 or d's). dbias: float32 (N,), or (0,) when not wanted.
 // activation: relu 1, gelu_tanh 2, gelu_erf 3, silu 4 (none has no derivative to fuse).
@@ -25,6 +25,23 @@
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {
+
+/// The short-K tiling (is_short_k_tiling) is validated as the pipelined kernels' tiling
+/// with its group_m and split_k; its own conditions are short_k_error's.
+inline GemmTiling checked_tiling(const GemmTiling& t) {
+  if (!is_short_k_tiling(t)) return t;
+  return GemmTiling{128, 256, 1, t.group_m, t.split_k};
+}
+
+/// "" unless pr.tiling is the short-K tiling and the call is not one its kernel runs:
+/// split_k 1 and K <= 64.
+inline std::string short_k_error(const GemmProblem& pr) {
+  if (!is_short_k_tiling(pr.tiling)) return "";
+  if (pr.tiling.split_k != 1 || pr.k > 64)
+    return "the short-K tiling (64, 256, 1) takes split_k=1 and K <= 64 (got split_k=" +
+           std::to_string(pr.tiling.split_k) + ", K=" + std::to_string(pr.k) + ")";
+  return "";
+}
 
 /// validate_gemm with c read (beta 1) plus the dtype, dbias and activation checks; fills
 /// pr.dact, pr.dbias (null for a (0,) dbias) and pr.activation. Errors name `name`.

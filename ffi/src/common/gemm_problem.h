@@ -27,9 +27,9 @@ struct GemmTiling {
 };
 
 /// The tiling attribute (block_m, block_n, cluster_m) = (64, 256, 1) names the short-K
-/// kernel (kernels/sm90/gemm_short_k.cuh: one 64x256 tile per CTA, all of K <= 64 in one
-/// stage, no pipeline, two CTAs per SM), a tiling of the bias/activation and dact targets
-/// only (common/gemm_bias_validate.h checks its conditions).
+/// dact kernel (kernels/sm90/gemm_dact_short_k.cuh: 64x256 tiles, all of K <= 64 in one
+/// stage, the next tile's loads under this one's epilogue), a tiling of the dact target
+/// only (common/gemm_dact_validate.h checks its conditions).
 inline bool is_short_k_tiling(const GemmTiling& t) {
   return t.block_m == 64 && t.block_n == 256 && t.cluster_m == 1;
 }
