@@ -214,6 +214,59 @@ def test_mlp_hlo_fuses_the_activation_backward(cpu_ffi, rng):
   assert text.count('custom_call_target="jax_sm100_gemm_bias"') == 3
 
 
+def _dact_tilings(text):
+  """(block_m, block_n, K) of each dact launch in lowered StableHLO text."""
+  out = []
+  for line in text.splitlines():
+    if f"@{TARGET}(" in line:
+      bm = int(re.search(r"block_m = (\d+)", line).group(1))
+      bn = int(re.search(r"block_n = (\d+)", line).group(1))
+      k = int(re.search(r"\(tensor<\d+x(\d+)x", line).group(1))
+      out.append((bm, bn, k))
+  return sorted(out, key=lambda t: t[2])
+
+
+def test_mlp_short_k_dact_takes_the_short_k_kernel(cpu_ffi, rng):
+  # The head's dact contracts over its 16 outputs: the short-K kernel (64x256, HEURISTICS
+  # short_k); the hidden layer's over 64: the pipelined one (128x256). An explicit
+  # override(gemm=...) keeps every dact launch on the pipelined kernel.
+  from jax_sm100 import tuning
+  x = random_array(rng, (64, 32), BF16)
+  ws = [random_array(rng, (32, 64), BF16), random_array(rng, (64, 64), BF16),
+        random_array(rng, (64, 16), BF16)]
+  bs = [jnp.zeros((w.shape[1],), F32) for w in ws]
+  loss = lambda x, ws, bs: jnp.sum(jax_sm100.mlp(x, ws, bs, activation="gelu").astype(F32) ** 2)
+  max_k = tuning.HEURISTICS["sm90"]["gemm"]["short_k"]["max_k"]
+  assert 16 <= max_k < 64
+  text = jax.jit(jax.grad(loss, (1, 2))).lower(x, ws, bs).as_text()
+  assert _dact_tilings(text) == [(64, 256, 16), (128, 256, 64)]
+  with tuning.override(gemm=tuning.GemmConfig(128, 256, 1)):
+    text = jax.jit(jax.grad(loss, (1, 2))).lower(x, ws, bs).as_text()
+  assert _dact_tilings(text) == [(128, 256, 16), (128, 256, 64)]
+  # Both run: the gradients of the two lowerings agree with each other.
+  g1 = jax.jit(jax.grad(loss, (1, 2)))(x, ws, bs)
+  with tuning.override(gemm=tuning.GemmConfig(128, 256, 1)):
+    g2 = jax.jit(jax.grad(loss, (1, 2)))(x, ws, bs)
+  for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2)):
+    np.testing.assert_allclose(f64(a), f64(b), rtol=2e-2, atol=1e-2)
+
+
+def test_dact_short_k_tiling_refuses_long_k(cpu_ffi, rng):
+  a = random_array(rng, (16, 72), BF16)
+  b = random_array(rng, (16, 72), BF16)
+  c = random_array(rng, (16, 16), BF16)
+  res = (jax.ShapeDtypeStruct((16, 16), BF16), jax.ShapeDtypeStruct((16,), F32))
+  attrs = dict(trans_a=False, trans_b=True, block_m=np.int32(64), block_n=np.int32(256),
+               cluster_m=np.int32(1), group_m=np.int32(8), split_k=np.int32(1),
+               activation=np.int32(2))
+  with pytest.raises(Exception, match=re.escape("takes split_k=1 and K <= 64 (got split_k=1, K=72)")):
+    jax.block_until_ready(jax.ffi.ffi_call(TARGET, res)(a, b, c, **attrs))
+  # K = 64 runs, and matches float64.
+  d, db = jax.ffi.ffi_call(TARGET, res)(a[:, :64], b[:, :64], c, **attrs)
+  x, bound = dact64(a[:, :64], b[:, :64], c, False, True, "gelu")
+  assert np.all(np.abs(f64(d) - x) <= bound + UNIT_ROUNDOFF[np.dtype(BF16)] * np.abs(x))
+
+
 def test_mlp_without_biases_skips_the_column_sums(cpu_ffi, rng):
   # No bias to differentiate: the dact launches return an empty dbias (the kernel then
   # does no reduction and no atomics); with biases each returns (N,) sums.
