@@ -24,14 +24,13 @@ whose fusion names those kernels carry.
 from __future__ import annotations
 
 import argparse
-import collections
 import datetime
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _torch, cupti_gpu_events, git_commit, gpu_time_jax, time_jax  # noqa: E402
+from common import _torch, git_commit, gpu_time_jax, kernel_table, time_jax  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -77,21 +76,6 @@ def make_step(kind, args):
     return params, opt.init(params), x, y
 
   return step, make_set
-
-
-def kernel_table(torch, fn, sets, reps=3, hlo_path=""):
-  """GPU us per step by kernel name (top 25), from the program of one step over one set;
-  with hlo_path, that program's optimized HLO is written there (XLA's kernels carry its
-  fusions' names, so each row can be traced to the ops it fuses)."""
-  one = jax.jit(lambda ss: [fn(*s) for s in ss])
-  if hlo_path:
-    with open(hlo_path, "w") as f:
-      f.write(one.lower(sets[:1]).compile().as_text())
-  events = cupti_gpu_events(torch, lambda: jax.block_until_ready(one(sets[:1])), reps)
-  per = collections.Counter()
-  for e in events:
-    per[e["name"][:200]] += e["dur"] / reps
-  return dict(per.most_common(25))
 
 
 def main():

@@ -12,6 +12,7 @@ the package (benchmarks/ab.py runs them against two builds).
 """
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -117,6 +118,21 @@ def cupti_gpu_events(torch, run_all, reps):
 def _cupti_total_us(torch, run_all, reps):
   """Summed duration (us) of cupti_gpu_events."""
   return sum(float(e["dur"]) for e in cupti_gpu_events(torch, run_all, reps))
+
+
+def kernel_table(torch, fn, sets, reps=3, hlo_path=""):
+  """GPU us per call of fn(*set) by kernel name (top 25), from the program of one call over
+  one set; with hlo_path, that program's optimized HLO is written there (XLA's kernels
+  carry its fusions' names, so each row can be traced to the ops it fuses)."""
+  one = jax.jit(lambda ss: [fn(*s) for s in ss])
+  if hlo_path:
+    with open(hlo_path, "w") as f:
+      f.write(one.lower(sets[:1]).compile().as_text())
+  events = cupti_gpu_events(torch, lambda: jax.block_until_ready(one(sets[:1])), reps)
+  per = collections.Counter()
+  for e in events:
+    per[e["name"][:200]] += e["dur"] / reps
+  return dict(per.most_common(25))
 
 
 def gpu_time_jax(torch, fn, sets, reps=3):
