@@ -28,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _torch, git_commit, gpu_time_jax  # noqa: E402
+from common import git_commit, gpu_time_jax, normal_sets, require_torch  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -94,20 +94,14 @@ def main():
   ap.add_argument("--sets", type=int, default=3)
   ap.add_argument("--out", default="")
   args = ap.parse_args()
-  torch, why = _torch()
-  if torch is None:
-    sys.exit(f"bench_dact: GPU time needs torch with CUDA ({why})")
+  torch = require_torch("bench_dact")
   rec = dict(device=jax.devices()[0].device_kind, commit=git_commit(), act=args.act,
              date=datetime.date.today().isoformat(), gpu_us={})
   for shape in args.shapes.split(","):
     m, n, k = map(int, shape.split("x"))
-    key = jax.random.PRNGKey(m + n + k)
-    sets = []
-    for i in range(args.sets):
-      k1, k2, k3, key = jax.random.split(key, 4)
-      sets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
-                   (jax.random.normal(k2, (n, k), jnp.float32) * k ** -0.5).astype(jnp.bfloat16),
-                   jax.random.normal(k3, (m, n), jnp.bfloat16)))
+    sets = normal_sets(m + n + k, args.sets, [((m, k), jnp.bfloat16, 1.0),
+                                              ((n, k), jnp.bfloat16, k ** -0.5),
+                                              ((m, n), jnp.bfloat16, 1.0)])
     row = {}
     for name, f in variants(m, n, k, args.act).items():
       row[name] = gpu_time_jax(torch, f, sets) * 1e6

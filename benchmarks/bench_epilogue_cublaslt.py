@@ -27,7 +27,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _to_torch, _torch, git_commit, gpu_time_jax, gpu_time_torch  # noqa: E402
+from common import (_to_torch, git_commit, gpu_time_jax, gpu_time_torch,  # noqa: E402
+                    normal_sets, require_torch)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -73,20 +74,14 @@ def main():
   ap.add_argument("--sets", type=int, default=6)
   ap.add_argument("--out", default="")
   args = ap.parse_args()
-  torch, why = _torch()
-  if torch is None:
-    sys.exit(f"bench_epilogue_cublaslt: needs torch with CUDA ({why})")
+  torch = require_torch("bench_epilogue_cublaslt")
   rec = dict(device=jax.devices()[0].device_kind, commit=git_commit(), torch=torch.__version__,
              date=datetime.date.today().isoformat(), gpu_us={}, rel_err={})
   for shape in args.shapes.split(","):
     m, n, k = map(int, shape.split("x"))
-    key = jax.random.PRNGKey(m + 3 * n + 7 * k)
-    sets = []
-    for i in range(args.sets):
-      k1, k2, k3, key = jax.random.split(key, 4)
-      sets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
-                   (jax.random.normal(k2, (k, n), jnp.float32) * k ** -0.5).astype(jnp.bfloat16),
-                   jax.random.normal(k3, (n,), jnp.bfloat16)))
+    sets = normal_sets(m + 3 * n + 7 * k, args.sets, [((m, k), jnp.bfloat16, 1.0),
+                                                      ((k, n), jnp.bfloat16, k ** -0.5),
+                                                      ((n,), jnp.bfloat16, 1.0)])
     # bf16 through float32 (exact): torch takes no ml_dtypes array.
     tsets = [tuple(_to_torch(torch, t.astype(jnp.float32)).to(torch.bfloat16) for t in s)
              for s in sets]

@@ -22,7 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _torch, git_commit, gpu_time_jax, kernel_table, time_jax  # noqa: E402
+from common import (git_commit, gpu_time_jax, kernel_table, normal_sets,  # noqa: E402
+                    require_torch, time_jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -48,20 +49,14 @@ def main():
   ap.add_argument("--kernels", action="store_true", help="GPU time per kernel name")
   ap.add_argument("--out", default="")
   args = ap.parse_args()
-  torch, why = _torch()
-  if torch is None:
-    sys.exit(f"bench_fp8_step: GPU time needs torch with CUDA ({why})")
+  torch = require_torch("bench_fp8_step")
   rec = dict(device=jax.devices()[0].device_kind, commit=git_commit(), jax=jax.__version__,
              date=datetime.date.today().isoformat(), rows=[])
   for shape in args.shapes.split(","):
     m, n, k = map(int, shape.split("x"))
-    key = jax.random.PRNGKey(m + n + k)
-    sets = []
-    for _ in range(args.sets):
-      k1, k2, k3, key = jax.random.split(key, 4)
-      sets.append((jax.random.normal(k1, (m, k), jnp.bfloat16),
-                   (jax.random.normal(k2, (k, n), jnp.float32) * k ** -0.5).astype(jnp.bfloat16),
-                   jax.random.normal(k3, (m, n), jnp.float32)))
+    sets = normal_sets(m + n + k, args.sets, [((m, k), jnp.bfloat16, 1.0),
+                                              ((k, n), jnp.bfloat16, k ** -0.5),
+                                              ((m, n), jnp.float32, 1.0)])
     row = dict(shape_mnk=[m, n, k], gpu_us={}, wall_us={}, kernels_us={})
     for name, dot in VARIANTS.items():
       step = make_step(dot)

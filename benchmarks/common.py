@@ -18,6 +18,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 # torch and JAX share the GPU: keep XLA from grabbing most of its memory up front.
@@ -133,6 +134,27 @@ def kernel_table(torch, fn, sets, reps=3, hlo_path=""):
   for e in events:
     per[e["name"][:200]] += e["dur"] / reps
   return dict(per.most_common(25))
+
+
+def normal_sets(seed, n_sets, specs):
+  """n_sets distinct input sets: each a tuple of standard-normal arrays, one per
+  (shape, dtype, scale) of `specs` (drawn in float32, scaled, then cast), from
+  PRNGKey(seed)."""
+  key = jax.random.PRNGKey(seed)
+  sets = []
+  for _ in range(n_sets):
+    key, *keys = jax.random.split(key, len(specs) + 1)
+    sets.append(tuple((jax.random.normal(kk, shape, jnp.float32) * scale).astype(dtype)
+                      for kk, (shape, dtype, scale) in zip(keys, specs)))
+  return sets
+
+
+def require_torch(tool):
+  """torch with CUDA (for CUPTI GPU time and the torch baselines), or exit naming `tool`."""
+  torch, why = _torch()
+  if torch is None:
+    sys.exit(f"{tool}: needs torch with CUDA ({why})")
+  return torch
 
 
 def gpu_time_jax(torch, fn, sets, reps=3):
