@@ -34,45 +34,21 @@ __device__ __forceinline__ float rcp_ftz(float x) {
   return y;
 }
 
-/// 1 / d for d in [1, 2^126] on the FP32 pipe: an integer first guess (relative error
-/// below 1/8) and three Newton steps (the error squared by each), within an ulp or two of
-/// rcp.approx. Eight FP32-pipe instructions where rcp.approx takes one special-function
-/// one: the pair forms below use it for one value of two, so that an epilogue bound by
-/// the special-function unit (16 lanes per clock per SM, two per value) moves a quarter
-/// of that load to the FP32 pipe.
-__device__ __forceinline__ float rcp_fma(float d) {
-  float r = __int_as_float(0x7EF311C3 - __float_as_int(d));
-  r = fmaf(r, fmaf(-d, r, 1.f), r);
-  r = fmaf(r, fmaf(-d, r, 1.f), r);
-  return fmaf(r, fmaf(-d, r, 1.f), r);
-}
-
 /// 1 / (1 + 2^x), i.e. sigmoid(-x ln 2): a few fp32 ulps in both tails (no 1 + tanh
 /// cancellation); 0 once 2^x overflows (x >= 128), 1 once it underflows.
 __device__ __forceinline__ float sigmoid_of_ex2(float x) { return rcp_ftz(1.f + ex2_ftz(x)); }
-
-/// sigmoid_of_ex2 with the reciprocal on the FP32 pipe (rcp_fma); x clamped to 126 so
-/// that 1 + 2^x stays finite (the value is then below 2^-126 either way).
-__device__ __forceinline__ float sigmoid_of_ex2_fma(float x) {
-  return rcp_fma(1.f + ex2_ftz(fminf(x, 126.f)));
-}
 
 /// 1 / (1 + e^-t) (silu's sigmoid).
 __device__ __forceinline__ float fast_sigmoid(float t) {
   return sigmoid_of_ex2(-1.4426950408889634f * t);
 }
 
-/// -2 u(z) log2(e) for the tanh GELU's sigmoid(2 u(z)), u = sqrt(2/pi) (z + 0.044715 z^3),
-/// given z and z^2: z (a + b z^2), one FFMA and one FMUL.
-__device__ __forceinline__ float gelu_tanh_exponent(float z, float z2) {
+/// The tanh GELU's sigmoid(2 u(z)), u = sqrt(2/pi) (z + 0.044715 z^3), given z and z^2:
+/// -2 u log2(e) = z (a + b z^2), one FFMA and one FMUL before the special-function unit.
+__device__ __forceinline__ float gelu_tanh_sigmoid(float z, float z2) {
   constexpr float kA = -2.f * 0.7978845608028654f * 1.4426950408889634f;
   constexpr float kB = kA * 0.044715f;
-  return z * fmaf(z2, kB, kA);
-}
-
-/// The tanh GELU's sigmoid(2 u(z)).
-__device__ __forceinline__ float gelu_tanh_sigmoid(float z, float z2) {
-  return sigmoid_of_ex2(gelu_tanh_exponent(z, z2));
+  return sigmoid_of_ex2(z * fmaf(z2, kB, kA));
 }
 #endif
 
@@ -166,55 +142,6 @@ JAX_SM100_HD float activation_grad(Activation a, float z) {
     case Activation::kSilu: return activation_grad<Activation::kSilu>(z);
     default: return 1.f;
   }
-}
-
-/// apply_activation of two values. On the device, for the tanh GELU and silu, the first
-/// value's sigmoid takes rcp.approx and the second's rcp_fma: the same values within an
-/// ulp or two, a quarter of the special-function unit's load moved to the FP32 pipe.
-template <Activation A>
-JAX_SM100_HD void apply_activation_pair(float& z0, float& z1) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (A == Activation::kGeluTanh) {
-    const float s0 = gelu_tanh_sigmoid(z0, z0 * z0);
-    const float s1 = sigmoid_of_ex2_fma(gelu_tanh_exponent(z1, z1 * z1));
-    z0 *= s0;
-    z1 *= s1;
-    return;
-  } else if constexpr (A == Activation::kSilu) {
-    const float s0 = fast_sigmoid(z0);
-    const float s1 = sigmoid_of_ex2_fma(-1.4426950408889634f * z1);
-    z0 *= s0;
-    z1 *= s1;
-    return;
-  }
-#endif
-  z0 = apply_activation<A>(z0);
-  z1 = apply_activation<A>(z1);
-}
-
-/// x0 * act'(z0) and x1 * act'(z1), in place, split between the two pipes as
-/// apply_activation_pair.
-template <Activation A>
-JAX_SM100_HD void scale_by_activation_grad_pair(float& x0, float& x1, float z0, float z1) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (A == Activation::kGeluTanh) {
-    constexpr float kC = 0.7978845608028654f;
-    const float z20 = z0 * z0, z21 = z1 * z1;
-    const float s0 = gelu_tanh_sigmoid(z0, z20);
-    const float s1 = sigmoid_of_ex2_fma(gelu_tanh_exponent(z1, z21));
-    x0 *= fmaf(z0 * fmaf(z20, 2.f * kC * 0.134145f, 2.f * kC), s0 * (1.f - s0), s0);
-    x1 *= fmaf(z1 * fmaf(z21, 2.f * kC * 0.134145f, 2.f * kC), s1 * (1.f - s1), s1);
-    return;
-  } else if constexpr (A == Activation::kSilu) {
-    const float s0 = fast_sigmoid(z0);
-    const float s1 = sigmoid_of_ex2_fma(-1.4426950408889634f * z1);
-    x0 *= fmaf(z0 * s0, 1.f - s0, s0);
-    x1 *= fmaf(z1 * s1, 1.f - s1, s1);
-    return;
-  }
-#endif
-  x0 *= activation_grad<A>(z0);
-  x1 *= activation_grad<A>(z1);
 }
 
 }  // namespace jax_sm100::kernels

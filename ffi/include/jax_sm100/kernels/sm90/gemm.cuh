@@ -349,7 +349,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               const float2 cv = detail::Pack2<Out>::unpack(
                   *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
               if constexpr (Cfg::kDact) {
-                scale_by_activation_grad_pair<Cfg::kActivation>(x, y, cv.x, cv.y);
+                x *= activation_grad<Cfg::kActivation>(cv.x);
+                y *= activation_grad<Cfg::kActivation>(cv.y);
                 // Rows past M may hold stale accumulators (A's box stopping at M).
                 if (row0 + static_cast<int>(r_lo) + 8 * h < p.m) {
                   col_sum[2 * j] += x;

@@ -95,9 +95,9 @@ __device__ __forceinline__ void activate_group(float (&acc)[Cfg::kWgTileN / 2], 
         const float2 bv = bias_pair(slice, f, lane);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          acc[4 * f + 2 * h] = fmaf(alpha, acc[4 * f + 2 * h], bv.x);
-          acc[4 * f + 2 * h + 1] = fmaf(alpha, acc[4 * f + 2 * h + 1], bv.y);
-          apply_activation_pair<Cfg::kActivation>(acc[4 * f + 2 * h], acc[4 * f + 2 * h + 1]);
+          acc[4 * f + 2 * h] = apply_activation<Cfg::kActivation>(fmaf(alpha, acc[4 * f + 2 * h], bv.x));
+          acc[4 * f + 2 * h + 1] =
+              apply_activation<Cfg::kActivation>(fmaf(alpha, acc[4 * f + 2 * h + 1], bv.y));
         }
       }
     }

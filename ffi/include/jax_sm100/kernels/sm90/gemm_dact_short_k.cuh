@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(kShortKThreads, 2) gemm_dact_short_k_kernel(co
 #pragma unroll
         for (int r = 0; r < 4; ++r) {  // r: (tile 2q + r / 2, rows 8 (r % 2))
           const float* f = &acc[i][2 * q + r / 2][2 * (r % 2)];
-          float x0 = f[0], x1 = f[1];
-          scale_by_activation_grad_pair<A>(x0, x1, lo(zf[r], (T*)nullptr), hi(zf[r], (T*)nullptr));
+          const float x0 = f[0] * activation_grad<A>(lo(zf[r], (T*)nullptr));
+          const float x1 = f[1] * activation_grad<A>(hi(zf[r], (T*)nullptr));
           sums[2 * (r / 2)] += x0;
           sums[2 * (r / 2) + 1] += x1;
           out[r] = pack<T>(x0, x1);
