@@ -5,6 +5,9 @@ lowered HLO and part of the jit cache key):
 
   GemmConfig(block_m, block_n, cluster_m, group_m, split_k)   bf16/fp16 GEMMs
   Fp8Config(block_m, block_n, cluster, pair_along_n, group_m)  FP8 blockwise GEMMs
+  ShortKConfig()  the short-K dact kernel (tiling SHORT_K_TILING): the activation-
+                  backward launch's choice for K <= HEURISTICS[arch]["gemm"]["short_k"]
+                  ["max_k"] (short_k_config), unless override(gemm=...) names a tiling
 
 The default for a call comes from `gemm_config` / `fp8_config`: rules whose
 numbers (candidate tiles, efficiency guesses, thresholds, group sizes) live in
