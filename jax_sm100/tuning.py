@@ -609,17 +609,16 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
   return cfg, how or why
 
 
-def short_k_config(settings: Settings | None, cfg: GemmConfig, k: int):
+def short_k_config(settings: Settings | None, k: int) -> "ShortKConfig | None":
   """The dact launch's kernel for a short K: ShortKConfig() when the device architecture's
-  table has the rule HEURISTICS[arch]['gemm']['short_k'] and K <= its max_k, else cfg.
-  An explicit override(gemm=...) is taken as given (cfg): the way to run the pipelined
-  dact kernel at a short K."""
+  table has the rule HEURISTICS[arch]['gemm']['short_k'] and K <= its max_k, else None
+  (the pipelined kernel). An explicit override(gemm=...) is taken as given (None): the way
+  to run the pipelined dact kernel at a short K."""
   if settings is not None and settings.gemm is not None:
-    return cfg
-  arch = _arch(_device(None))
-  rule = HEURISTICS[arch].get("gemm", {}).get("short_k")
+    return None
+  rule = HEURISTICS[_arch(_device(None))].get("gemm", {}).get("short_k")
   if not rule or k > rule["max_k"]:
-    return cfg
+    return None
   return ShortKConfig()
 
 

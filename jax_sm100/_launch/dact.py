@@ -76,10 +76,8 @@ def dact_config(settings, cfg: tuning.GemmConfig, m: int, k: int):
   single CTAs within 1% of each other (pairs 0.3-3% faster with one atomic per warp, 0.1-0.8%
   slower with one per tile: noise at this size, single CTAs kept for one-tile M),
   128x128 tiles 6-12% slower (not compiled)."""
-  short = tuning.short_k_config(settings, cfg, k)
-  if short is not cfg:
-    return short
-  return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
+  return (tuning.short_k_config(settings, k)
+          or tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1))
 
 
 def _spec(a, b, c, trans_a, trans_b, with_sums: bool):

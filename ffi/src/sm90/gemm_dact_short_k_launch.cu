@@ -26,10 +26,11 @@ template <class T, Activation A>
 std::string launch_one(const ksm90::ShortKDactParams& p, int64_t tiles, int num_sms,
                        cudaStream_t stream) {
   constexpr auto kernel = ksm90::gemm_dact_short_k_kernel<T, A>;
-  constexpr int kMaxSmem = ksm90::short_k::smem_bytes(ksm90::kShortKMaxK, false, false) >
-                                   ksm90::short_k::smem_bytes(ksm90::kShortKMaxK, true, true)
-                               ? ksm90::short_k::smem_bytes(ksm90::kShortKMaxK, false, false)
-                               : ksm90::short_k::smem_bytes(ksm90::kShortKMaxK, true, true);
+  constexpr int kK = ksm90::kShortKMaxK;  // the largest launch: K = 64, any layout
+  constexpr int kMaxSmem = std::max({ksm90::short_k::smem_bytes(kK, false, false),
+                                     ksm90::short_k::smem_bytes(kK, false, true),
+                                     ksm90::short_k::smem_bytes(kK, true, false),
+                                     ksm90::short_k::smem_bytes(kK, true, true)});
   if (set_smem_limit_once<kernel>(kMaxSmem) != cudaSuccess)
     return "could not raise the short-K dact kernel's shared memory limit";
   const int kp = (p.k + 15) / 16 * 16;

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "jax_sm100/kernels/common/activation.h"
+#include "jax_sm100/kernels/sm90/gemm_config.cuh"  // detail::Pack2
 #include "jax_sm100/ptx/common/mbarrier.cuh"  // smem_addr
 #include "jax_sm100/ptx/common/mma_sync.cuh"
 #include "jax_sm100/ptx/common/stmatrix.cuh"
@@ -96,29 +97,17 @@ __device__ __forceinline__ void copy_box(uint32_t dst, const T* src, int rows_to
   }
 }
 
-__device__ __forceinline__ float lo(uint32_t v, __nv_bfloat16*) {
-  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(v & 0xffffu)));
-}
-__device__ __forceinline__ float hi(uint32_t v, __nv_bfloat16*) {
-  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(v >> 16)));
-}
-__device__ __forceinline__ float lo(uint32_t v, __half*) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xffffu)));
-}
-__device__ __forceinline__ float hi(uint32_t v, __half*) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
-}
-
-/// Two fp32 values rounded to T, the first in the low half.
+/// Two packed 16-bit values (the low half first) as floats, and back rounded to T: the
+/// GEMM epilogue's Pack2 on the 32-bit registers ldmatrix / stmatrix move.
 template <class T>
-__device__ __forceinline__ uint32_t pack(float x0, float x1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(x0, x1);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
+__device__ __forceinline__ float2 unpack2(uint32_t v) {
+  using Storage = typename detail::Pack2<T>::Storage;
+  return detail::Pack2<T>::unpack(*reinterpret_cast<const Storage*>(&v));
+}
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float x0, float x1) {
+  const typename detail::Pack2<T>::Storage v = detail::Pack2<T>::pack(x0, x1);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 /// The shared address lane `lane` gives ldmatrix / stmatrix for the four 8x8 tiles
@@ -275,11 +264,12 @@ __global__ void __launch_bounds__(kShortKThreads, 2) gemm_dact_short_k_kernel(co
 #pragma unroll
         for (int r = 0; r < 4; ++r) {  // r: (tile 2q + r / 2, rows 8 (r % 2))
           const float* f = &acc[i][2 * q + r / 2][2 * (r % 2)];
-          const float x0 = f[0] * activation_grad<A>(lo(zf[r], (T*)nullptr));
-          const float x1 = f[1] * activation_grad<A>(hi(zf[r], (T*)nullptr));
+          const float2 z = unpack2<T>(zf[r]);
+          const float x0 = f[0] * activation_grad<A>(z.x);
+          const float x1 = f[1] * activation_grad<A>(z.y);
           sums[2 * (r / 2)] += x0;
           sums[2 * (r / 2) + 1] += x1;
-          out[r] = pack<T>(x0, x1);
+          out[r] = pack2<T>(x0, x1);
         }
         ptx::stmatrix_x4(addr, out[0], out[1], out[2], out[3]);
       }
