@@ -14,9 +14,12 @@
 // configuration whose epilogue multiplies by act'(C) instead of adding beta * C, and adds
 // its column sums to dbias with f32 reductions; sm90/gemm_launch.h), compiled for the
 // tiling 128x256 (cluster 1 or 2), no split-K; the short-K tiling (64, 256, 1), K <= 64:
-// the short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh). No sm_100a kernel: the
-// registration table says so, and the Python layer takes the unfused formula there; any
-// capability other than 9.0 returns kUnimplemented naming the target.
+// the short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh). Compute capability 10.0
+// -> the sm_100a GEMM's dact kernels (kernels/sm100/gemm_dact_roles.h: the GEMM's CTA with
+// its C loads and an epilogue of its own; compiled, SASS-checked, emulated, self-tested on
+// first use, never run on hardware here), tilings (128, 256, 1) and the 2-SM pair (128,
+// 256, 2); K == 0 writes zeros (0 * act'(c), c finite) without reading c. Any other
+// capability returns kUnimplemented naming the target.
 //
 // Graph safety (kCmdBufferCompatible): no allocation, no host sync; dbias is zeroed by a
 // memset on the call's stream before the launch.
@@ -31,6 +34,7 @@
 #include "common/device.h"
 #include "common/ffi_util.h"
 #include "common/gemm_dact_validate.h"
+#include "sm100/gemm_launch.h"
 #include "sm90/gemm_launch.h"
 #include "targets.h"
 #include "xla/ffi/api/ffi.h"
@@ -59,16 +63,18 @@ ffi::Error gemm_dact_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
   DeviceInfo dev;
   const std::string err = jax_sm100::host::current_device(&dev);
   if (!err.empty()) return ffi::Error::Internal(std::string(kName) + ": " + err);
+  const bool bf16 = pr.in_type == GemmDtype::kBF16;
+  // The kernels add into dbias; with no rows (or no batch entries) the sums are zeros.
+  auto zero_dbias = [&] {
+    return pr.dbias == nullptr || pr.n == 0 ||
+           cudaMemsetAsync(pr.dbias, 0, static_cast<size_t>(pr.n) * sizeof(float), stream) == cudaSuccess;
+  };
 #if JAX_SM100_HAS_SM90
   if (dev.arch() == 90) {
-    // The kernel adds into dbias; with no rows (or no batch entries) the sums are zeros.
-    if (pr.dbias != nullptr && pr.n > 0 &&
-        cudaMemsetAsync(pr.dbias, 0, static_cast<size_t>(pr.n) * sizeof(float), stream) != cudaSuccess)
-      return jax_sm100::host::last_cuda_error(kName);
+    if (!zero_dbias()) return jax_sm100::host::last_cuda_error(kName);
     if (pr.empty()) return ffi::Error::Success();
     using jax_sm100::host::sm90_gemm_dact_launch;
     using jax_sm100::host::sm90_gemm_dact_short_k_launch;
-    const bool bf16 = pr.in_type == GemmDtype::kBF16;
     const std::string lerr =
         jax_sm100::host::is_short_k_tiling(pr.tiling)
             ? (bf16 ? sm90_gemm_dact_short_k_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
@@ -79,6 +85,24 @@ ffi::Error gemm_dact_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
     return ffi::Error::Success();
   }
 #endif
+#if JAX_SM100_HAS_SM100
+  if (dev.arch() == 100) {
+    if (!zero_dbias()) return jax_sm100::host::last_cuda_error(kName);
+    if (pr.empty()) return ffi::Error::Success();
+    if (pr.k == 0) {
+      const size_t bytes = static_cast<size_t>(pr.batch * pr.m * pr.n) * 2;
+      if (cudaMemsetAsync(pr.d, 0, bytes, stream) != cudaSuccess) return jax_sm100::host::last_cuda_error(kName);
+      return ffi::Error::Success();
+    }
+    using jax_sm100::host::sm100_gemm_dact_launch;
+    const std::string lerr = bf16 ? sm100_gemm_dact_launch<__nv_bfloat16>(pr, stream)
+                                  : sm100_gemm_dact_launch<__half>(pr, stream);
+    if (!lerr.empty()) return ffi::Error::Internal(std::string(kName) + ": " + lerr);
+    return ffi::Error::Success();
+  }
+#endif
+  (void)bf16;
+  (void)zero_dbias;
   return jax_sm100::host::no_kernel_for_arch(kName, dev.cc_major, dev.cc_minor);
 }
 

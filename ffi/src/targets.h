@@ -19,7 +19,7 @@
   X("jax_sm100_gemm", JaxSm100Gemm, JaxSm100GemmCpu, true)                                 \
   X("jax_sm100_gemm_residual", JaxSm100GemmResidual, JaxSm100GemmResidualCpu, true)        \
   X("jax_sm100_gemm_bias", JaxSm100GemmBias, JaxSm100GemmBiasCpu, true)                    \
-  X("jax_sm100_gemm_dact", JaxSm100GemmDact, JaxSm100GemmDactCpu, false)                   \
+  X("jax_sm100_gemm_dact", JaxSm100GemmDact, JaxSm100GemmDactCpu, true)                    \
   X("jax_sm100_fp8_gemm", JaxSm100Fp8Gemm, JaxSm100Fp8GemmCpu, true)                       \
   X("jax_sm100_fp8_gemm_residual", JaxSm100Fp8GemmResidual, JaxSm100Fp8GemmResidualCpu,    \
     true)                                                                                  \

@@ -377,6 +377,26 @@ struct EmuOps {
     peer(b, rank)->arrive();
   }
 
+  // ---- across lanes and CTAs
+  static float shfl_xor(float v, uint32_t lane_mask) {
+    detail::ThreadCtx& c = detail::ctx();
+    const uint32_t w = c.tid / 32, lane = c.tid % 32;
+    if (c.cta->nthreads < 32 * (w + 1)) detail::violation("shfl.sync with the full mask in a partial warp");
+    if (lane_mask > 31) detail::violation("shfl.sync.bfly: lane mask past 31");
+    float* slots = c.cta->shfl_slots.get() + 32 * w;
+    slots[lane] = v;
+    detail::warp_collective("shfl.sync.bfly (write)");
+    const float got = slots[lane ^ lane_mask];
+    detail::warp_collective("shfl.sync.bfly (read)");  // no lane overwrites a slot still to be read
+    return got;
+  }
+  static void red_add_f32(float* gmem, float v) {
+    detail::ThreadCtx& c = detail::ctx();
+    if (detail::in_smem_window(gmem)) detail::violation("red.global.add.f32 on a shared-memory address");
+    std::lock_guard<std::mutex> lk(c.grid->red_m);
+    *gmem += v;
+  }
+
   // ---- TMA
   static void prefetch_map(const TensorMap* map) {
     if (map == nullptr || !map->valid()) detail::violation("prefetch.tensormap: invalid tensor map");

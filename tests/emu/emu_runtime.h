@@ -253,6 +253,7 @@ struct Cta {
   uint32_t nthreads = 0;
   GenBarrier named[kNamedBarriers];  ///< bar.sync ids; id 0 with every thread = __syncthreads
   std::unique_ptr<GenBarrier[]> warps;
+  std::unique_ptr<float[]> shfl_slots;  ///< 32 per warp: the values a shfl.sync exchanges
   Tmem tmem;
   std::atomic<uint32_t> live_threads{0};
   std::atomic<bool> exited{false};
@@ -278,6 +279,7 @@ struct Grid {
   std::exception_ptr error;                                              ///< under m
   std::atomic<bool> abort{false};
   std::atomic<int> cta_group{0};  ///< the .cta_group of the first tcgen05 op (1 or 2)
+  std::mutex red_m;               ///< serialises red.global (the L2's atomic unit)
   std::vector<std::unique_ptr<Cluster>> clusters;
 
   void fail(std::exception_ptr e) {
@@ -319,6 +321,13 @@ inline uint32_t smem_offset(const void* p, uint32_t bytes, const char* what) {
     violation(std::string(what) + ": pointer is not inside this CTA's shared-memory window");
   }
   return static_cast<uint32_t>(a - lo);
+}
+
+/// True when p points into this CTA's shared-memory window (not global memory).
+inline bool in_smem_window(const void* p) {
+  const Cta& cta = *ctx().cta;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(cta.smem);
+  return a >= lo && a - lo < cta.smem_bytes;
 }
 
 /// Host pointer of shared address range [addr, addr + bytes) of `cta`; throws outside.
@@ -422,6 +431,7 @@ inline void launch_cluster(Grid& g, uint32_t idx, const std::function<void()>& f
     cta->smem_bytes = s.smem_bytes;
     cta->nthreads = s.threads_per_cta;
     cta->warps = std::make_unique<GenBarrier[]>((s.threads_per_cta + 31) / 32);
+    cta->shfl_slots = std::make_unique<float[]>((s.threads_per_cta + 31) / 32 * 32);
     cta->live_threads = s.threads_per_cta;
     cl->ctas.push_back(std::move(cta));
   }

@@ -39,6 +39,15 @@ inline constexpr bool kSm100BiasKernels = std::is_same_v<Out, T> || std::is_same
 template <class T, class Out>
 std::string sm100_gemm_bias_launch(const GemmProblem& prob, cudaStream_t stream);
 
+/// The activation-backward kernels (target jax_sm100_gemm_dact): d = round(alpha * acc *
+/// act'(c)) in T, dbias += the fp32 column sums of the unrounded values when prob.dbias is
+/// not null (zeroed by the handler). Compiled for the tilings (128, 256, 1) and (128, 256,
+/// 2) and the activations relu, gelu_tanh, gelu_erf, silu; any other returns an error
+/// sentence. Defined in gemm_dact_inst_impl.h, explicitly instantiated in
+/// gemm_dact_inst_<in>.cu.
+template <class T>
+std::string sm100_gemm_dact_launch(const GemmProblem& prob, cudaStream_t stream);
+
 extern template std::string sm100_gemm_launch<__nv_bfloat16, __nv_bfloat16>(const GemmProblem&, cudaStream_t);
 extern template std::string sm100_gemm_launch<__nv_bfloat16, __half>(const GemmProblem&, cudaStream_t);
 extern template std::string sm100_gemm_launch<__nv_bfloat16, float>(const GemmProblem&, cudaStream_t);
@@ -50,5 +59,8 @@ extern template std::string sm100_gemm_bias_launch<__nv_bfloat16, __nv_bfloat16>
 extern template std::string sm100_gemm_bias_launch<__nv_bfloat16, float>(const GemmProblem&, cudaStream_t);
 extern template std::string sm100_gemm_bias_launch<__half, __half>(const GemmProblem&, cudaStream_t);
 extern template std::string sm100_gemm_bias_launch<__half, float>(const GemmProblem&, cudaStream_t);
+
+extern template std::string sm100_gemm_dact_launch<__nv_bfloat16>(const GemmProblem&, cudaStream_t);
+extern template std::string sm100_gemm_dact_launch<__half>(const GemmProblem&, cudaStream_t);
 
 }  // namespace jax_sm100::host

@@ -42,6 +42,11 @@ struct DeviceOps {
   static __device__ __forceinline__ void sync_warp() { __syncwarp(); }
   static __device__ __forceinline__ void arrive_remote(Barrier* b, uint32_t rank) { b->arrive_cluster(rank); }
 
+  // Across lanes and CTAs (the dact epilogue's column sums)
+  static __device__ __forceinline__ float shfl_xor(float v, uint32_t lane_mask) {
+    return __shfl_xor_sync(0xffffffffu, v, static_cast<int>(lane_mask));
+  }
+  static __device__ __forceinline__ void red_add_f32(float* gmem, float v) { atomicAdd(gmem, v); }
   // TMA
   static __device__ __forceinline__ void prefetch_map(const TensorMap* map) { ptx::tma_prefetch_descriptor(map); }
   static __device__ __forceinline__ void tma_load(void* smem, const TensorMap* map, Barrier* bar, int c0, int c1,

@@ -79,6 +79,14 @@
 //   bool clc_decode(const ClcResponse&, uint32_t* first_cta_x)
 //        true and the canceled cluster's first CTA x id, or false: no more work
 //
+//   The activation-backward epilogue (gemm_dact_roles.h: column sums across the rows
+//   that the epilogue threads hold) needs two more, in DeviceOps and EmuOps:
+//   float shfl_xor(float v, uint32_t lane_mask)
+//        warp-wide (all 32 lanes): lane l returns lane (l ^ lane_mask)'s v
+//        (__shfl_xor_sync with the full mask)
+//   void red_add_f32(float* gmem, float v)
+//        *gmem += v as one atomic reduction in global memory (red.global.add.f32)
+//
 //   The MXFP8 block-scaled GEMM (mx_gemm_roles.h) needs three more, provided by
 //   MxDeviceOps (mx_device_ops.cuh) and the emulator's EmuMxOps (tests/emu/emu_mx_ops.h):
 //   void bulk_load(void* smem, const void* gmem, uint32_t bytes, Barrier* bar)
