@@ -17,8 +17,8 @@ Backward, from the top layer down, with g the output's cotangent:
   * the input gradient dx = dz_0 @ W_0^T.
 The bias gradients sum the kernel's fp32 dz before its rounding to the output dtype
 (matmul_bias sums the rounded dz): both are within the output dtype's rounding of the
-float64 sum. Where the dact kernel does not run (f32 inputs, CPUs without cpu_ffi, sm100:
-the target has no sm_100a kernel) the same formula runs in XLA.
+float64 sum. Where the dact kernel does not run (f32 inputs, CPUs without cpu_ffi, sm100
+until the kernel's first-use self-test passed) the same formula runs in XLA.
 """
 from __future__ import annotations
 

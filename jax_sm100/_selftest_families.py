@@ -6,7 +6,8 @@ Families: gemm and gemm_residual (bf16/fp16 GEMM), fp8_gemm and fp8_gemm_residua
 blockwise GEMM), fp8_quantize (the quantize targets, with and without a prologue), mxfp8 (MXFP8 block-scaled GEMM;
 its cases live in jax_sm100/_mxfp8.py), grouped_gemm, kgrouped_gemm and fp8_grouped_gemm
 (the M-grouped, K-grouped and FP8 M-grouped GEMMs; jax_sm100/_selftest_grouped.py),
-gemm_bias (the fused bias/activation GEMM). A new family adds an entry to FAMILIES and a
+gemm_bias (the fused bias/activation GEMM), gemm_dact (the activation-backward GEMM;
+jax_sm100/_selftest_dact.py). A new family adds an entry to FAMILIES and a
 hook in its launch module (_selftest_guard.refusal).
 """
 from __future__ import annotations
@@ -603,4 +604,4 @@ FAMILIES["gemm_bias"] = Family("gemm_bias", ("jax_sm100_gemm_bias",),
 
 # The grouped and FP8 bias families live in their own modules; importing them registers
 # them.
-from jax_sm100 import _selftest_fp8_bias, _selftest_grouped  # noqa: E402,F401
+from jax_sm100 import _selftest_dact, _selftest_fp8_bias, _selftest_grouped  # noqa: E402,F401

@@ -316,7 +316,8 @@ def report(backend: str | None = None, families=None, seed: int | None = None
     lines += ["", f"family {name}: path {where}", header]
     for r in results:
       c = r.case
-      scal = f" a={c.alpha:g} b={c.beta:g}" if c.c_shape is not None else ""
+      scal = (f" a={c.alpha:g} b={c.beta:g}" if c.c_shape is not None and getattr(c, "show_scalars", True)
+              else "")
       ops = (c.shapes() + scal)
       result = ("pass" if r.passed else f"FAIL: {r.error}" if r.error
                 else "FAIL (NaN or Inf)" if r.nonfinite else "FAIL")

@@ -60,7 +60,7 @@ __all__ = [
 # one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1))
-# The short-K dact kernel (target jax_sm100_gemm_dact, sm_90a only): 64x256 tiles, all of
+# The short-K dact kernel (target jax_sm100_gemm_dact, sm_90a only; sm100 has no short_k rule): 64x256 tiles, all of
 # K <= 64 in one stage, persistent CTAs loading the next tile under this one's epilogue.
 # Its (block_m, block_n, cluster_m) attribute value; not a GemmConfig (no other target has
 # it): short_k_config chooses it.

@@ -9,6 +9,7 @@ relative norm against float64 (each layer rounds its output once) and against ma
 layer by layer (the unfused backward).
 """
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -333,3 +334,88 @@ def test_mlp_per_example_grads_under_vmap(path, rng):
     want = jax.jit(jax.grad(loss_fn(op), (1, 2)))(x[i], ws, bs, t[i])
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
       assert rel(a[i], f64(b)) < 2e-2, rel(a[i], f64(b))
+
+
+# ---------------------------------------------------------------------------
+# sm100: the kernel behind its first-use self-test (family gemm_dact)
+# ---------------------------------------------------------------------------
+
+TARGETS_H = Path(__file__).resolve().parents[1] / "ffi" / "src" / "targets.h"
+
+
+def _dact_family_result(passed):
+  from jax_sm100 import _selftest_guard
+  return _selftest_guard.FamilyResult("gemm_dact", "sm100", "fake", passed, (), 0,
+                                      None if passed else "gemm_dact self-test failed (planted)")
+
+
+def test_sm100_runs_the_dact_kernel_behind_the_selftest(rng, monkeypatch):
+  """targets.h marks the target's sm_100a kernel: a Blackwell context launches it (the pair
+  tiling for M over one tile, never the sm90 short-K tiling) once the gemm_dact family's
+  first-use self-test passed (stubbed here: tracing only), and takes the formula when it
+  failed."""
+  from jax_sm100 import _ffi_registry, _selftest_guard, selftest
+  row = [l for l in TARGETS_H.read_text().splitlines() if f'X("{TARGET}"' in l]
+  assert len(row) == 1 and row[0].rstrip(" \\").endswith("true)"), row
+  if _ffi_registry.sm100_targets():  # a build with sm_100a code reports it too
+    assert TARGET in _ffi_registry.sm100_targets()
+  assert selftest.family_of(TARGET) == "gemm_dact"
+  ctx = _backend.Context("sm100", frozenset({"jax_sm100_gemm", TARGET}))
+  assert ctx.can_call(TARGET)
+  g, w, z = (random_array(rng, s, BF16) for s in ((256, 16), (64, 16), (256, 64)))
+
+  def lowered():  # a fresh function per trace: nothing cached
+    return str(jax.make_jaxpr(lambda g, w, z: launch_dact.gemm_dact(
+        ctx, g, w, z, False, True, "gelu_tanh"))(g, w, z))
+
+  asked = []
+  monkeypatch.setattr(_selftest_guard, "_enabled", True)
+  monkeypatch.setattr(_selftest_guard, "ensure",
+                      lambda family, backend: asked.append((family, backend))
+                      or _dact_family_result(True))
+  monkeypatch.setattr(jax_sm100.tuning, "_arch", lambda dev: "sm100")
+  text = lowered()
+  assert "ffi_call" in text and asked == [("gemm_dact", "sm100")]
+  tiling = [tuple(int(re.search(rf"'{k}', np.int32\((\d+)\)", text).group(1)) for k in ("block_m", "block_n", "cluster_m"))]
+  assert tiling == [(128, 256, 2)], text  # K = 16: no short-K kernel on sm100
+  monkeypatch.setattr(_selftest_guard, "ensure",
+                      lambda family, backend: _dact_family_result(False))
+  jax.clear_caches()
+  assert "ffi_call" not in lowered()
+
+
+def test_gemm_dact_selftest_family_on_the_cpu_handler(cpu_ffi, monkeypatch):
+  """The gemm_dact family's known-answer cases (what a Blackwell GPU runs on first use):
+  every activation on both dact tilings, the four layouts, bf16 and f16, pass through the
+  launch layer on the target's CPU handler; planted faults fail every case: the wrong
+  activation's derivative (d and the sums), the column sums one column off (the dbias row
+  only), d without act' (the plain product)."""
+  import dataclasses
+
+  from jax_sm100 import _selftest_dact, selftest
+  cases = selftest.cases("gemm_dact", "sm100")
+  assert {(c.tiling, c.activation) for c in cases} == {
+      (t, act) for t in _selftest_dact.TILINGS for act in _selftest_dact.ACTIVATIONS}
+  assert {(c.trans_a, c.trans_b) for c in cases} == {(x, y) for x in (0, 1) for y in (0, 1)}
+  assert {c.in_dtype for c in cases} == {"bfloat16", "float16"}
+  # the launch picks the tile from M: each tiling's cases take the M that selects it
+  assert all((c.c_shape[0] > 128) == (c.tiling[2] == 2) for c in cases)
+  seed = int(np.random.default_rng().integers(2**31))
+  results = selftest.run_family("gemm_dact", "sm100", seed=seed, path="kernel")
+  assert len(results) == len(cases) and all(r.passed for r in results), [
+      (r.case.describe(), r.max_abs_err, r.tol, r.error) for r in results if not r.passed]
+  real = selftest.launch_kernel
+  wrong = {"relu": "silu", "gelu_tanh": "gelu_erf", "gelu_erf": "relu", "silu": "gelu_tanh"}
+  faults = {
+      "activation": lambda case, a, b, c: real(
+          dataclasses.replace(case, activation=wrong[case.activation]), a, b, c),
+      "sums_shifted": lambda case, a, b, c: (lambda r: r.at[-1].set(jnp.roll(r[-1], 1)))(
+          real(case, a, b, c)),
+      "no_derivative": lambda case, a, b, c: real(case, a, b, jnp.full_like(c, 50.0))
+      if case.activation != "relu" else real(case, a, b, -jnp.abs(c) - 1.0),
+  }
+  for name, fault in faults.items():
+    monkeypatch.setattr(selftest, "launch_kernel", fault)
+    results = selftest.run_family("gemm_dact", "sm100", seed=seed, path="kernel")
+    assert len(results) == len(cases)
+    assert not [r.case.describe() for r in results if r.passed], name

@@ -18,8 +18,10 @@ M fits one tile (dact_config).
     vmapped call wants one row of sums per entry).
   * Partitioning: M (rows) and N shard; dbias is the psum of each shard's column sums
     over the mesh axes of M (partition.Spec.row_sums). K stays whole.
-  * Backends without the kernel (CPUs without cpu_ffi, sm100: the target has no sm_100a
-    kernel) take the formula, `reference` below.
+  * Backends without the kernel (CPUs without cpu_ffi; sm100 while the kernel's first-use
+    self-test, family gemm_dact, has not passed) take the formula, `reference` below.
+    The sm_100a kernel takes the same tilings but the short-K one (short_k_config has no
+    sm100 rule).
 """
 from __future__ import annotations
 

@@ -559,6 +559,38 @@ static void test_addresses() {
   std::printf("PASS addresses\n");
 }
 
+// -------------------------------------------------------- shfl.sync.bfly, red.global
+// Two warps exchange across every lane bit (each lane must see its partner's value of
+// that round, never a later one); 128 threads of two clusters add 1 .. 128 into one float
+// (integer partial sums: exact in any order); a red on shared memory, a shuffle in a
+// partial warp and a lane mask past 31 are model violations.
+static void test_shfl_red() {
+  Buf sum(sizeof(float));
+  *sum.as<float>() = 0.f;
+  emu::run_grid(emu::GridSpec{2, 1, 64, 1024, 2}, [&] {
+    const uint32_t tid = Ops::thread_idx(), lane = tid % 32;
+    for (uint32_t mask = 1; mask < 32; ++mask) {
+      const float v = static_cast<float>(1000 * mask + 32 * (tid / 32) + lane);
+      const float got = Ops::shfl_xor(v, mask);
+      const float want = static_cast<float>(1000 * mask + 32 * (tid / 32) + (lane ^ mask));
+      CHECK(got == want, "shfl_xor lane %u mask %u: %g, want %g", lane, mask, got, want);
+    }
+    Ops::red_add_f32(sum.as<float>(), static_cast<float>(tid + 1 + 64 * Ops::cluster_idx()));
+  });
+  CHECK(*sum.as<float>() == 8256.f, "red_add_f32 total %g, want 8256 (1 + ... + 128)", *sum.as<float>());
+  const std::string on_smem = fails_with(emu::GridSpec{1, 1, 32, 1024, 1}, [] {
+    Ops::red_add_f32(reinterpret_cast<float*>(Ops::dynamic_smem()), 1.f);
+  });
+  CHECK_FAILS(on_smem, "shared-memory address");
+  const std::string partial = fails_with(emu::GridSpec{1, 1, 48, 1024, 1}, [] {
+    if (Ops::thread_idx() >= 32) Ops::shfl_xor(1.f, 1);
+  });
+  CHECK_FAILS(partial, "partial warp");
+  const std::string wide = fails_with(emu::GridSpec{1, 1, 32, 1024, 1}, [] { Ops::shfl_xor(1.f, 32); });
+  CHECK_FAILS(wide, "lane mask past 31");
+  std::printf("PASS shfl_xor (31 lane masks, 2 warps), red_add_f32 (128 threads, 2 clusters), misuse caught\n");
+}
+
 int main(int argc, char** argv) {
   uint64_t seed = 12345;
   for (int i = 1; i + 1 < argc; ++i) if (std::strcmp(argv[i], "--seed") == 0) seed = std::strtoull(argv[i + 1], nullptr, 10);
@@ -575,6 +607,7 @@ int main(int argc, char** argv) {
     test_umma();
     test_tmem_rules();
     test_clc();
+    test_shfl_red();
     test_hangs_and_aborts();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());
