@@ -12,7 +12,10 @@ first that applies:
      measured on this GPU kind with this jax_sm100 version;
   3. the shipped table (_dispatch_data.json) of this GPU kind: the entry of the
      product's shape class (buckets of M, N, K and of waves of 128x256 tiles);
-  4. otherwise the kernel, configured by jax_sm100.tuning's heuristic.
+  4. a kind without a table whose architecture's heuristics have a `few_tiles` rule
+     (sm100: no split-K or small-M kernel): XLA's dot where the heuristic's tiling would
+     fill under that share of the SMs (decode and other few-tile products);
+  5. otherwise the kernel, configured by jax_sm100.tuning's heuristic.
 
 "xla" is the op's reference formula compiled by XLA (the numerics contract of the
 kernel: fp32 accumulation, one rounding): matmul is lax.dot_general with the output
@@ -339,6 +342,9 @@ def decide(settings, op: str, dtype, m: int, n: int, k: int, batch: int = 1,
   kt = table.get("kinds", {}).get(kind)
   lead = "override(dispatch='kernel')" if forced else "kernel"
   if kt is None:
+    few = _few_tiles(m, n, k, batch, dev, kind)
+    if few is not None and not forced:
+      return Choice("xla", None, few)
     return Choice("kernel", None, f"{lead}: no dispatch table for GPU kind {kind!r}")
   sms = tuning.sm_count(dev)
   key = shape_class(m, n, k, batch, sms, table["classes"])
@@ -351,6 +357,28 @@ def decide(settings, op: str, dtype, m: int, n: int, k: int, batch: int = 1,
   where = (f"dispatch table {kind}{src} class ({key.replace(',', ', ')}; waves of 128x256 "
            f"tiles on {sms} SMs)")
   return _measured(entry, where, dev, forced, (m, n, k, batch), up_to=" up to")
+
+
+def _few_tiles(m: int, n: int, k: int, batch: int, device, kind: str) -> str | None:
+  """Why XLA's dot takes a product on a GPU kind without a table, under the architecture's
+  rule HEURISTICS[arch]['gemm']['few_tiles'] (sm100: its GEMM has no split-K or small-M
+  kernel): the heuristic's tiling would run fewer CTAs than max_sm_share of the SMs. None
+  where the rule does not apply."""
+  from jax_sm100 import tuning
+  table = tuning._table(device, "gemm")[1]
+  rule = table.get("few_tiles")
+  if not rule:
+    return None
+  sms = tuning.sm_count(device)
+  cfg, _ = tuning._gemm_choice(m, n, k, batch, sms, table)
+  ctas = batch * cdiv(cdiv(m, cfg.block_m), cfg.cluster_m) * cfg.cluster_m * cdiv(n, cfg.block_n)
+  if ctas >= rule["max_sm_share"] * sms:
+    return None
+  return (f"XLA's dot: no dispatch table for GPU kind {kind!r}, and the kernel's "
+          f"{cfg.block_m}x{cfg.block_n} tiles would run {ctas} CTAs on {sms} SMs (under "
+          f"{rule['max_sm_share']:g} of them) with no split-K or small-M kernel on this "
+          "architecture (a structural rule, not a measurement: jax_sm100.autotune measures "
+          "the product on this GPU)")
 
 
 def check_mode(mode) -> str:

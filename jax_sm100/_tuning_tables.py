@@ -70,6 +70,13 @@ HEURISTICS: dict[str, dict[str, Any]] = {
             # and the pair tiles fill every SM at least once (pairs >= SMs / 2).
             "pair": {"tiling": (128, 256, 2), "min_m_tiles": 2, "fill_sms": True},
             "group_m": 8,
+            # Where no dispatch table covers the GPU kind (_dispatch_table.decide): a
+            # product whose CTAs under this rule's tiling fill less than max_sm_share of
+            # the SMs goes to XLA's dot. The sm100 GEMM has no split-K or small-M kernel
+            # (decode products would stream B from a few SMs), cuBLAS has both. A
+            # structural rule, not a measurement (no Blackwell GPU here); autotune
+            # measures the product on the user's GPU.
+            "few_tiles": {"max_sm_share": 0.5},
         },
         "fp8": {
             # The sm_100a FP8 kernel has one form (SM100_FP8_TILINGS): every choice is it.

@@ -191,8 +191,36 @@ def test_gpu_kinds(device_kind, want):
 
 def test_unknown_kinds_take_the_heuristic():
   for dev in (gpu("NVIDIA B200", 148, "10.0"), gpu("NVIDIA H100 PCIe", 114)):
-    c = dt.decide(tuning.Settings(), "matmul", BF16, 16, 7168, 4096, device=dev)
+    c = dt.decide(tuning.Settings(), "matmul", BF16, 4096, 7168, 4096, device=dev)
     assert c.path == "kernel" and c.config is None and "no dispatch table" in c.why
+  # sm90 kinds: the heuristic has split-K and small-M tiles for few-tile products
+  c = dt.decide(tuning.Settings(), "matmul", BF16, 16, 7168, 4096,
+                device=gpu("NVIDIA H100 PCIe", 114))
+  assert c.path == "kernel" and "no dispatch table" in c.why
+
+
+@pytest.mark.parametrize("op", dt.OPS)
+def test_sm100_without_a_table_sends_few_tile_products_to_xla(op):
+  """The sm100 GEMM has no split-K or small-M kernel: on a Blackwell kind without a table
+  a product whose heuristic tiling would fill under half the SMs goes to XLA's dot (the
+  rule HEURISTICS['sm100']['gemm']['few_tiles']), the rest to the kernel; an override
+  forcing the kernel is honoured."""
+  b200 = gpu("NVIDIA B200", 148, "10.0")
+  share = tuning.HEURISTICS["sm100"]["gemm"]["few_tiles"]["max_sm_share"]
+  for m, n, k, batch, want in ((1, 4096, 7168, 1, "xla"), (16, 7168, 4096, 1, "xla"),
+                               (128, 7168, 16384, 1, "xla"), (256, 2048, 7168, 1, "xla"),
+                               (64, 28672, 4096, 1, "kernel"), (512, 4096, 7168, 1, "kernel"),
+                               (64, 2048, 2048, 4, "xla"), (64, 2048, 2048, 16, "kernel"),
+                               (8192, 8192, 8192, 1, "kernel")):
+    cfg = tuning.gemm_config(m, n, k, batch=batch, device=b200)
+    ctas = batch * -(-(-(-m // cfg.block_m)) // cfg.cluster_m) * cfg.cluster_m * -(-n // cfg.block_n)
+    assert (ctas < share * 148) == (want == "xla"), (m, n, k, batch, ctas)
+    c = dt.decide(tuning.Settings(), op, BF16, m, n, k, batch, device=b200)
+    assert c.path == want, (m, n, k, batch, c)
+    if want == "xla":
+      assert f"would run {ctas} CTAs on 148 SMs" in c.why and "not a measurement" in c.why
+      forced = dt.decide(tuning.Settings(dispatch="kernel"), op, BF16, m, n, k, batch, device=b200)
+      assert forced.path == "kernel"
 
 
 def test_the_shipped_entries_come_from_the_published_measurements():

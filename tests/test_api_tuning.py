@@ -323,11 +323,13 @@ def test_sm100_gemm_launches_its_own_tilings(fake_sm100):
                                       {"block_m": 64, "block_n": 64},
                                       {"block_n": 128, "cluster_m": 2}])
 def test_sm100_override_outside_its_set_raises_at_trace_time(fake_sm100, override):
-  a = jnp.ones((512, 512), BF16)
+  # one M tile and 80 of 128x256 along N: the kernel without a pair (fewer tiles go to
+  # XLA's dot on sm100 without a table, where a partial override has no tiling to check)
+  a, b = jnp.ones((128, 512), BF16), jnp.ones((512, 20480), BF16)
   with tuning.override(gemm=override):   # a valid GemmConfig: the check is at trace time
     with pytest.raises(ValueError, match=r"has no sm100 GEMM kernel; the sm100 GEMM has "
                                          r"\(128, 256, 1\), \(128, 128, 1\), \(128, 256, 2\)"):
-      configs(jax_sm100.matmul, a, a)
+      configs(jax_sm100.matmul, a, b)
 
 
 def test_sm90_keeps_every_tiling(fake_sm90):
