@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -68,6 +69,27 @@ std::string make_emu_params(Make&& make) {
   } catch (const std::exception& e) {
     return e.what();
   }
+}
+
+/// Unit roundoff of X (half an ulp at 1): f32, f16 or bf16.
+template <class X>
+double unit_roundoff() {
+  if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 24);
+  else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
+  else return 1.0 / (1 << 8);
+}
+
+/// Fills `v` with n values drawn from U(-r, r) rounded to X; returns them as doubles.
+template <class X>
+std::vector<double> fill_uniform(std::vector<X>& v, size_t n, std::mt19937& rng, float r = 1.f) {
+  std::uniform_real_distribution<float> u(-r, r);
+  v.resize(n);
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<X>(u(rng));
+    d[i] = static_cast<double>(static_cast<float>(v[i]));
+  }
+  return d;
 }
 
 /// A case label's name of element type X (bf16, f16 or f32).

@@ -26,6 +26,8 @@
 #include "jax_sm100/kernels/sm100/gemm_bias_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
+using jax_sm100::emu::fill_uniform;
+using jax_sm100::emu::unit_roundoff;
 using jax_sm100::emu::EmuOps;
 using jax_sm100::emu::act64;
 using jax_sm100::emu::act_name;
@@ -43,35 +45,14 @@ struct Case {
   uint32_t resident;  ///< clusters the emulated GPU runs at once (the rest are stolen)
 };
 
-/// Unit roundoff of X (half an ulp at 1).
-template <class X>
-double unit_roundoff() {
-  if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 24);
-  else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
-  else return 1.0 / (1 << 8);
-}
-
-/// Fills `v` with values drawn from U(-1, 1) rounded to X; returns them as doubles.
-template <class X>
-std::vector<double> fill(std::vector<X>& v, size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  v.resize(n);
-  std::vector<double> d(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<X>(u(rng));
-    d[i] = static_cast<double>(static_cast<float>(v[i]));
-  }
-  return d;
-}
-
 template <class Cfg, class T, class Out, Activation Act>
 bool run_case(const Case& c, std::mt19937& rng) {
   const int64_t ab = c.a_batched ? c.batch : 1, bb = c.b_batched ? c.batch : 1;
   std::vector<T> a, b;
   const size_t out_elems = static_cast<size_t>(c.batch * c.m * c.n);
   std::vector<Out> d(out_elems), pre(c.pre ? out_elems : 0);
-  const auto ad = fill(a, static_cast<size_t>(ab * c.m * c.k), rng);
-  const auto bd = fill(b, static_cast<size_t>(bb * c.k * c.n), rng);
+  const auto ad = fill_uniform(a, static_cast<size_t>(ab * c.m * c.k), rng);
+  const auto bd = fill_uniform(b, static_cast<size_t>(bb * c.k * c.n), rng);
   std::vector<float> bias(c.bias ? static_cast<size_t>(c.n) : 0);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (auto& x : bias) x = u(rng);

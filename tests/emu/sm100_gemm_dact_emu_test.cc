@@ -27,6 +27,8 @@
 #include "jax_sm100/kernels/sm100/gemm_dact_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
+using jax_sm100::emu::fill_uniform;
+using jax_sm100::emu::unit_roundoff;
 using jax_sm100::emu::EmuOps;
 using jax_sm100::emu::act_name;
 using jax_sm100::emu::dact64;
@@ -44,36 +46,16 @@ struct Case {
   uint32_t resident;  ///< clusters the emulated GPU runs at once (the rest are stolen)
 };
 
-/// Unit roundoff of X (half an ulp at 1).
-template <class X>
-double unit_roundoff() {
-  if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
-  else return 1.0 / (1 << 8);
-}
-
-/// Fills `v` with values drawn from U(-r, r) rounded to X; returns them as doubles.
-template <class X>
-std::vector<double> fill(std::vector<X>& v, size_t n, float r, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-r, r);
-  v.resize(n);
-  std::vector<double> d(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<X>(u(rng));
-    d[i] = static_cast<double>(static_cast<float>(v[i]));
-  }
-  return d;
-}
-
 template <class Cfg, class T, Activation Act>
 bool run_case(const Case& c, std::mt19937& rng) {
   const int64_t ab = c.a_batched ? c.batch : 1, bb = c.b_batched ? c.batch : 1, cb = c.c_batched ? c.batch : 1;
   std::vector<T> a, b, z;
   const size_t out_elems = static_cast<size_t>(c.batch * c.m * c.n);
   std::vector<T> d(out_elems);
-  const auto ad = fill(a, static_cast<size_t>(ab * c.m * c.k), 1.f, rng);
-  const auto bd = fill(b, static_cast<size_t>(bb * c.k * c.n), 1.f, rng);
+  const auto ad = fill_uniform(a, static_cast<size_t>(ab * c.m * c.k), rng);
+  const auto bd = fill_uniform(b, static_cast<size_t>(bb * c.k * c.n), rng);
   // The pre-activation over (-3, 3): every activation's derivative varies there.
-  const auto zd = fill(z, static_cast<size_t>(cb * c.m * c.n), 3.f, rng);
+  const auto zd = fill_uniform(z, static_cast<size_t>(cb * c.m * c.n), rng, 3.f);
   // d starts as NaN: any element the kernel fails to write shows. dbias is zeroed, as the
   // handler does before the launch.
   for (auto& x : d) x = static_cast<T>(NAN);

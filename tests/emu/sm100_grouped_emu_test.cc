@@ -26,6 +26,7 @@
 #include "jax_sm100/kernels/sm100/grouped_gemm_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
+using jax_sm100::emu::fill_uniform;
 using jax_sm100::emu::EmuOps;
 
 namespace {
@@ -46,25 +47,13 @@ double eps_of() {
   else return 1.0 / (1 << 8);
 }
 
-template <class X>
-std::vector<double> fill(std::vector<X>& v, size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  v.resize(n);
-  std::vector<double> d(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<X>(u(rng));
-    d[i] = static_cast<double>(static_cast<float>(v[i]));
-  }
-  return d;
-}
-
 template <class Cfg, class T, class Out>
 bool run_case(const Case& c, std::mt19937& rng) {
   const int64_t g = static_cast<int64_t>(c.sizes.size());
   std::vector<T> a, b;
   std::vector<Out> d(static_cast<size_t>(c.m * c.n));
-  const auto ad = fill(a, static_cast<size_t>(c.m * c.k), rng);
-  const auto bd = fill(b, static_cast<size_t>(g * c.k * c.n), rng);
+  const auto ad = fill_uniform(a, static_cast<size_t>(c.m * c.k), rng);
+  const auto bd = fill_uniform(b, static_cast<size_t>(g * c.k * c.n), rng);
   // out starts as a NaN pattern: any element the kernel fails to write shows.
   for (auto& x : d) x = static_cast<Out>(NAN);
 

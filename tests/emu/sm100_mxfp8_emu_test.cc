@@ -27,6 +27,7 @@
 #include "jax_sm100/kernels/sm100/mx_gemm_roles.h"
 
 namespace ks = jax_sm100::kernels::sm100;
+using jax_sm100::emu::unit_roundoff;
 namespace emu = jax_sm100::emu;
 namespace ptx = jax_sm100::ptx;
 using emu::EmuMxOps;
@@ -44,13 +45,6 @@ struct Case {
   int scale_center = 127;
   double max_abs = 1e9;  ///< elements of larger magnitude are not drawn (the f16 range)
 };
-
-template <class X>
-double unit_roundoff() {
-  if constexpr (std::is_same_v<X, float>) return 1.0 / (1 << 24);
-  else if constexpr (std::is_same_v<X, __half>) return 1.0 / (1 << 11);
-  else return 1.0 / (1 << 8);
-}
 
 /// The spacing of X's subnormals: the absolute rounding error near zero (unit_roundoff
 /// is relative and vanishes there).
