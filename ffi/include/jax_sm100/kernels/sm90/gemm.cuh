@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
         }
         if constexpr (Cfg::kDact) {
-          if (p.dbias != nullptr) reduce_column_sums(col_sum);
+          if (p.dbias != nullptr) reduce_column_sums(col_sum, lane);
         }
         if constexpr (!Cfg::kResidual) {
           // Plain: store a group once all of its chunks are in shared memory.

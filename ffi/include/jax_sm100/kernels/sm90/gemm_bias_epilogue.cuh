@@ -41,6 +41,7 @@
 
 #include "jax_sm100/common/named_barrier.cuh"
 #include "jax_sm100/kernels/common/activation.h"
+#include "jax_sm100/kernels/sm90/column_sums.cuh"
 #include "jax_sm100/kernels/sm90/gemm_config.cuh"
 #include "jax_sm100/ptx/common/fence.cuh"
 #include "jax_sm100/ptx/common/tma.cuh"
@@ -200,51 +201,6 @@ __device__ __forceinline__ void bias_act_epilogue(const GemmParams& p, float (&a
       }
       ptx::tma_store_commit_group();
     }
-  }
-}
-
-/// The dact epilogue's bias gradient (GemmDactConfig, GemmParams::dbias), in three steps
-/// per warpgroup tile:
-///   1. reduce_column_sums: `s[2 j + e]` holds this thread's sum over its (live) fragment
-///      rows of column 8 j + 2 (lane % 4) + e of one epilogue chunk; the 8 lanes of each
-///      lane % 4 class hold the same columns for other rows, so three xor-shuffles give
-///      every lane the warp's 16-row sums;
-///   2. stage_column_sums: lanes 0..3 write them to the warp's row of the warpgroup's
-///      (4, kWgTileN) f32 shared-memory area (each (warp, column) written once per tile);
-///   3. flush_column_sums, after a warpgroup barrier: each thread adds the 4 warps' sums
-///      of its columns and sends one f32 reduction (red.global.add) per column to dbias,
-///      columns past n skipped: one global atomic per column per 64-row warpgroup tile
-///      (a quarter of one per warp; measured 20 us of a 405 us 8192x4096x4096 launch with
-///      one per warp).
-template <int kVals>
-__device__ __forceinline__ void reduce_column_sums(float (&s)[kVals]) {
-#pragma unroll
-  for (int i = 0; i < kVals; ++i) {
-    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 4);
-    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 8);
-    s[i] += __shfl_xor_sync(0xffffffffu, s[i], 16);
-  }
-}
-
-/// Step 2: `part_warp` is the warp's (kWgTileN,) row, `col` the chunk's first column in
-/// the warpgroup tile.
-template <int kVals>
-__device__ __forceinline__ void stage_column_sums(float* part_warp, const float (&s)[kVals],
-                                                  int col, int lane) {
-  if (lane < 4) {
-#pragma unroll
-    for (int i = 0; i < kVals; ++i) part_warp[col + 8 * (i / 2) + 2 * lane + i % 2] = s[i];
-  }
-}
-
-/// Step 3 for the warpgroup tile at column col0 (`part`: the (4, kWgTileN) area).
-template <int kWgTileN>
-__device__ __forceinline__ void flush_column_sums(const float* part, float* dbias, int col0,
-                                                  int n, int tid_wg) {
-#pragma unroll
-  for (int c = tid_wg; c < kWgTileN; c += 128) {
-    const float sum = part[c] + part[kWgTileN + c] + part[2 * kWgTileN + c] + part[3 * kWgTileN + c];
-    if (col0 + c < n) atomicAdd(dbias + col0 + c, sum);
   }
 }
 
