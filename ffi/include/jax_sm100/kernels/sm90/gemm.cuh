@@ -343,8 +343,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint32_t off = detail::swizzle128(r_lo + 8 * h, byte);
-            float x = p.alpha * acc[4 * f + 2 * h];
-            float y = p.alpha * acc[4 * f + 2 * h + 1];
+            // The dact target has no alpha (its handler passes 1): acc * act'(c) as is.
+            float x = Cfg::kDact ? acc[4 * f + 2 * h] : p.alpha * acc[4 * f + 2 * h];
+            float y = Cfg::kDact ? acc[4 * f + 2 * h + 1] : p.alpha * acc[4 * f + 2 * h + 1];
             if constexpr (Cfg::kResidual) {
               const float2 cv = detail::Pack2<Out>::unpack(
                   *reinterpret_cast<const typename detail::Pack2<Out>::Storage*>(buf + off));
