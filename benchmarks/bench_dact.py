@@ -9,8 +9,7 @@ W (N, K) (so g @ W^T is trans_b), z (M, N):
   formula     the launch layer's formula (what mlp runs without the kernel), as XLA
               compiles it: the fp32 product times act'(z), rounded, and its column sums
   dot_only    XLA's dot alone (the product without the activation's backward)
-  dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER (64x256c1:
-              the short-K dact kernel, for K <= 64)
+  dact:<tile> our dact kernel with the bias gradient, per tiling BMxBNcCLUSTER
   nodb:<tile> the same without the bias gradient (its column-sum atomics off)
   plain:<tile> our plain GEMM g @ W^T per tiling (what the epilogue adds to)
   bias:<tile> the forward layer's kernel on the same product: z = g @ W^T + b and
@@ -39,8 +38,6 @@ from jax_sm100 import _activations  # noqa: E402
 from jax_sm100._launch import dact as _launch_dact  # noqa: E402
 
 TILINGS = ((128, 256, 1), (128, 256, 2))
-# The short-K dact kernel's tiling (dact and nodb rows where K <= 64).
-SHORT_K = (64, 256, 1)
 
 
 def _attrs(block_m, block_n, cluster_m, **kw):
@@ -69,15 +66,13 @@ def variants(m, n, k, act):
   formula = lambda g, w, z: _launch_dact.reference(g, w, z, False, True, name)
   out = {"xla": unfused(xla_dot), "gemm": unfused(our_gemm), "formula": formula,
          "dot_only": lambda g, w, z: xla_dot(g, w)}
-  for t in TILINGS + ((SHORT_K,) if k <= 64 else ()):
+  for t in TILINGS:
     tag_t = "%dx%dc%d" % t
     for wants, tag in ((True, "dact"), (False, "nodb")):
       res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),
              jax.ShapeDtypeStruct((n,) if wants else (0,), jnp.float32))
       out[f"{tag}:{tag_t}"] = (lambda res, t: lambda g, w, z: jax.ffi.ffi_call(
           "jax_sm100_gemm_dact", res)(g, w, z, **_attrs(*t, activation=code)))(res, t)
-    if t == SHORT_K:
-      continue
     out[f"plain:{tag_t}"] = (lambda t: lambda g, w, z: jax.ffi.ffi_call(
         "jax_sm100_gemm", jax.ShapeDtypeStruct((m, n), g.dtype))(g, w, **_attrs(*t)))(t)
     two = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16),) * 2

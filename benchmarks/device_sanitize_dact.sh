@@ -2,10 +2,7 @@
 # compute-sanitizer memcheck + racecheck (+ synccheck) on the sm90 dact kernels
 # (jax_sm100_gemm_dact): partial tiles, A's box stopping at M, both layouts of B, single
 # CTAs and pairs, the bias gradient on and off (its shared-memory column sums are what
-# racecheck looks at). SHORT_K=1: the short-K dact kernel (tiling (64, 256, 1), K <= 64)
-# instead: partial tiles, the four layouts, K not a multiple of 16, and a shape with more
-# tiles than resident CTAs (each CTA's loop over its double-buffered c). Run on the GPU
-# machine after the package is installed.
+# racecheck looks at). Run on the GPU machine after the package is installed.
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
@@ -14,13 +11,9 @@ import jax, jax.numpy as jnp, numpy as np
 import jax_sm100  # noqa: F401  (registers the targets)
 rng = np.random.default_rng(0)
 def r(shape): return jnp.asarray(rng.standard_normal(shape, dtype=np.float32)).astype(jnp.bfloat16)
-import os
-if os.environ.get("SHORT_K") == "1":  # (m, n, k, trans_a, trans_b, cluster, dbias)
-  cases, tile = [(136, 264, 16, False, True, 1, True), (304, 520, 64, True, False, 1, True),
-                 (72, 256, 40, True, True, 1, False), (4160, 2048, 16, False, True, 1, True)], (64, 256)
-else:
-  cases, tile = [(136, 264, 200, False, True, 1, True), (300, 520, 72, False, False, 2, True),
-                 (70, 256, 128, False, True, 1, False), (260, 304, 16, False, True, 2, True)], (128, 256)
+# (m, n, k, trans_a, trans_b, cluster, dbias)
+cases, tile = [(136, 264, 200, False, True, 1, True), (300, 520, 72, False, False, 2, True),
+               (70, 256, 128, False, True, 1, False), (260, 304, 16, False, True, 2, True)], (128, 256)
 for m, n, k, ta, tb, cm, want in cases:
   a, b, c = r((k, m) if ta else (m, k)), r((n, k) if tb else (k, n)), r((m, n))
   res = (jax.ShapeDtypeStruct((m, n), jnp.bfloat16), jax.ShapeDtypeStruct((n,) if want else (0,), jnp.float32))
@@ -40,7 +33,6 @@ PY
 cd /tmp || exit 1
 for tool in memcheck racecheck synccheck; do
   echo "== $tool"
-  kernel=sm90_gemm_kernel; [ "${SHORT_K:-0}" = 1 ] && kernel=gemm_dact_short_k_kernel
-  timeout 240 compute-sanitizer --tool $tool --kernel-name kns=$kernel --print-limit 20 \
+  timeout 240 compute-sanitizer --tool $tool --kernel-name kns=sm90_gemm_kernel --print-limit 20 \
     python3 /tmp/sanitize_dact.py 2>&1 | grep -v "^WARNING\|Warn" | tail -12 | tee -a "$OUT/sanitize_dact.log"
 done

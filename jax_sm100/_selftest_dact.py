@@ -27,7 +27,7 @@ FAMILY = "gemm_dact"
 TARGET = "jax_sm100_gemm_dact"
 ACTIVATIONS = ("relu", "gelu_tanh", "gelu_erf", "silu")
 # The dact kernels' tilings on every architecture that has them (128x256 single CTAs and
-# pairs; the sm90 short-K kernel is chosen by K, not by a tiling the cases could name).
+# pairs).
 TILINGS = ((128, 256, 1), (128, 256, 2))
 # (M, N, K) per tiling: one 128-row tile for single CTAs, several (odd) for pairs; partial
 # tiles in M, N and K; K across many K blocks.

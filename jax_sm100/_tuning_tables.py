@@ -32,11 +32,6 @@ HEURISTICS: dict[str, dict[str, Any]] = {
                         # 0.79-0.86x). GPUs and classes without a measured entry use it.
                         "tiling": (64, 128, 1), "max_m": 64, "max_tile_share": 0.125,
                         "min_k": 3072},
-            # The dact launches with K <= max_k run the short-K dact kernel
-            # (tuning.SHORT_K_TILING), whose time is its c read and d write. H200
-            # (bench_dact, GPU time): 8192x4096x16 62.3 us vs 66.1 pipelined, 4096x4096x16
-            # 33.6 vs 36.4; at K = 64 67.5 vs 65.5 (slower: not taken).
-            "short_k": {"max_k": 16},
         },
         "fp8": {
             # (block_m, block_n, efficiency guess, efficiency guess when M fits one

@@ -5,9 +5,6 @@ lowered HLO and part of the jit cache key):
 
   GemmConfig(block_m, block_n, cluster_m, group_m, split_k)   bf16/fp16 GEMMs
   Fp8Config(block_m, block_n, cluster, pair_along_n, group_m)  FP8 blockwise GEMMs
-  ShortKConfig()  the short-K dact kernel (tiling SHORT_K_TILING): the activation-
-                  backward launch's choice for K <= HEURISTICS[arch]["gemm"]["short_k"]
-                  ["max_k"] (short_k_config), unless override(gemm=...) names a tiling
 
 The default for a call comes from `gemm_config` / `fp8_config`: rules whose
 numbers (candidate tiles, efficiency guesses, thresholds, group sizes) live in
@@ -41,7 +38,7 @@ from jax_sm100._tuning_tables import DEFAULT_SM_COUNT, HEURISTICS, SM_COUNTS
 from jax_sm100._util import cdiv
 
 __all__ = [
-    "GemmConfig", "Fp8Config", "GEMM_TILINGS", "SHORT_K_TILING", "ShortKConfig", "SM100_GEMM_TILINGS", "ARCH_GEMM_TILINGS",
+    "GemmConfig", "Fp8Config", "GEMM_TILINGS", "SM100_GEMM_TILINGS", "ARCH_GEMM_TILINGS",
     "FP8_TILINGS", "HEURISTICS", "SM_COUNTS", "DEFAULT_SM_COUNT", "sm_count", "gemm_config",
     "gemm_tilings", "fp8_config", "override", "current", "fp8_fused_scales", "explain",
     "Settings",
@@ -60,11 +57,6 @@ __all__ = [
 # one on sm_90a (the FFI attribute contract, what GemmConfig accepts).
 GEMM_TILINGS = ((128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1))
-# The short-K dact kernel (target jax_sm100_gemm_dact, sm_90a only; sm100 has no short_k rule): 64x256 tiles, all of
-# K <= 64 in one stage, persistent CTAs loading the next tile under this one's epilogue.
-# Its (block_m, block_n, cluster_m) attribute value; not a GemmConfig (no other target has
-# it): short_k_config chooses it.
-SHORT_K_TILING = (64, 256, 1)
 # The sm_100a GEMM's tilings, a subset: 128x256 and 128x128 tiles on one SM, and the 2-SM
 # pair (128, 256, 2): a cluster of two CTAs issuing one 256x256 UMMA (cta_group::2), each
 # CTA holding 128 rows of A and half of B.
@@ -152,20 +144,6 @@ class GemmConfig:
     return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
                 cluster_m=np.int32(self.cluster_m), group_m=np.int32(self.group_m),
                 split_k=np.int32(self.split_k))
-
-
-@dataclasses.dataclass(frozen=True)
-class ShortKConfig:
-  """The short-K dact kernel's launch attributes (SHORT_K_TILING; short_k_config's choice)."""
-  block_m: int = SHORT_K_TILING[0]
-  block_n: int = SHORT_K_TILING[1]
-  cluster_m: int = SHORT_K_TILING[2]
-
-  def attributes(self) -> dict:
-    """The FFI attributes of jax_sm100_gemm_dact for this kernel (group_m and split_k
-    unused by it: 8 and 1)."""
-    return dict(block_m=np.int32(self.block_m), block_n=np.int32(self.block_n),
-                cluster_m=np.int32(self.cluster_m), group_m=np.int32(8), split_k=np.int32(1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -607,19 +585,6 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
   if how:
     _check_arch_tiling(cfg, arch, how)
   return cfg, how or why
-
-
-def short_k_config(settings: Settings | None, k: int) -> "ShortKConfig | None":
-  """The dact launch's kernel for a short K: ShortKConfig() when the device architecture's
-  table has the rule HEURISTICS[arch]['gemm']['short_k'] and K <= its max_k, else None
-  (the pipelined kernel). An explicit override(gemm=...) is taken as given (None): the way
-  to run the pipelined dact kernel at a short K."""
-  if settings is not None and settings.gemm is not None:
-    return None
-  rule = HEURISTICS[_arch(_device(None))].get("gemm", {}).get("short_k")
-  if not rule or k > rule["max_k"]:
-    return None
-  return ShortKConfig()
 
 
 def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,

@@ -177,9 +177,6 @@ def _flat_batch(x):
 GEMM_TILINGS = {(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64, 128, 1),
                 (64, 64, 1)}
 SPLIT_K_TILINGS = {(64, 64, 1), (64, 128, 1)}
-# The short-K dact kernel's tiling: the dact target only, K <= 64.
-SHORT_K_TILING = (64, 256, 1)
-SHORT_K_TARGETS = {"jax_sm100_gemm_dact"}
 FP8_TILINGS = {(128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
                (256, 128, 2, True)}
@@ -201,8 +198,7 @@ def check_gemm_attrs(target, attrs):
   _check_attrs(target, attrs, i32=("block_m", "block_n", "cluster_m", "group_m", "split_k"),
                f32=("alpha", "beta") if residual else (), flags=("trans_a", "trans_b"))
   tiling = tuple(int(attrs[k]) for k in ("block_m", "block_n", "cluster_m"))
-  assert tiling in GEMM_TILINGS or (tiling == SHORT_K_TILING and target in SHORT_K_TARGETS), (
-      target, tiling)
+  assert tiling in GEMM_TILINGS, (target, tiling)
   assert 1 <= int(attrs["group_m"]) <= 64, (target, attrs["group_m"])
   split = int(attrs["split_k"])
   assert split == 1 or (1 < split <= 8 and tiling in SPLIT_K_TILINGS), (target, tiling, split)

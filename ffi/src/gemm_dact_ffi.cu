@@ -13,8 +13,7 @@
 // Dispatch: compute capability 9.0 -> the sm90 GEMM's dact kernels (a residual
 // configuration whose epilogue multiplies by act'(C) instead of adding beta * C, and adds
 // its column sums to dbias with f32 reductions; sm90/gemm_launch.h), compiled for the
-// tiling 128x256 (cluster 1 or 2), no split-K; the short-K tiling (64, 256, 1), K <= 64:
-// the short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh). Compute capability 10.0
+// tiling 128x256 (cluster 1 or 2), no split-K. Compute capability 10.0
 // -> the sm_100a GEMM's dact kernels (kernels/sm100/gemm_dact_roles.h: the GEMM's CTA with
 // its C loads and an epilogue of its own; compiled, SASS-checked, emulated, self-tested on
 // first use, never run on hardware here), tilings (128, 256, 1) and the 2-SM pair (128,
@@ -74,13 +73,8 @@ ffi::Error gemm_dact_impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
     if (!zero_dbias()) return jax_sm100::host::last_cuda_error(kName);
     if (pr.empty()) return ffi::Error::Success();
     using jax_sm100::host::sm90_gemm_dact_launch;
-    using jax_sm100::host::sm90_gemm_dact_short_k_launch;
-    const std::string lerr =
-        jax_sm100::host::is_short_k_tiling(pr.tiling)
-            ? (bf16 ? sm90_gemm_dact_short_k_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
-                    : sm90_gemm_dact_short_k_launch<__half>(pr, dev.num_sms, stream))
-            : (bf16 ? sm90_gemm_dact_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
-                    : sm90_gemm_dact_launch<__half>(pr, dev.num_sms, stream));
+    const std::string lerr = bf16 ? sm90_gemm_dact_launch<__nv_bfloat16>(pr, dev.num_sms, stream)
+                                  : sm90_gemm_dact_launch<__half>(pr, dev.num_sms, stream);
     if (!lerr.empty()) return ffi::Error::Internal(std::string(kName) + ": " + lerr);
     return ffi::Error::Success();
   }

@@ -20,8 +20,7 @@ M fits one tile (dact_config).
     over the mesh axes of M (partition.Spec.row_sums). K stays whole.
   * Backends without the kernel (CPUs without cpu_ffi; sm100 while the kernel's first-use
     self-test, family gemm_dact, has not passed) take the formula, `reference` below.
-    The sm_100a kernel takes the same tilings but the short-K one (short_k_config has no
-    sm100 rule).
+    The sm_100a kernel takes the same tilings.
 """
 from __future__ import annotations
 
@@ -70,16 +69,16 @@ def why_not_kernel(ctx: Context, a, b, c, name: str):
   return None
 
 
-def dact_config(settings, cfg: tuning.GemmConfig, m: int, k: int):
-  """The dact kernel's tiling: the short-K kernel for a short K (tuning.short_k_config),
-  else 128x256, in CTA pairs (B multicast) unless one 128-row tile holds M, with the
-  plain product's group_m. Measured on an H200
+def dact_config(cfg: tuning.GemmConfig, m: int):
+  """The dact kernel's tiling: 128x256, in CTA pairs (B multicast) unless one 128-row
+  tile holds M, with the plain product's group_m (every K: a short-K kernel of its own,
+  persistent mma.sync over 64x256 tiles, measured slower once this kernel's column sums
+  took a butterfly: docs/experiments.md). Measured on an H200
   (benchmarks/bench_dact.py, 8192x4096 by K 16 / 4096 and 4096x14336x4096): pairs and
   single CTAs within 1% of each other (pairs 0.3-3% faster with one atomic per warp, 0.1-0.8%
   slower with one per tile: noise at this size, single CTAs kept for one-tile M),
   128x128 tiles 6-12% slower (not compiled)."""
-  return (tuning.short_k_config(settings, k)
-          or tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1))
+  return tuning.GemmConfig(128, 256, 2 if m > 128 else 1, cfg.group_m, 1)
 
 
 def _spec(a, b, c, trans_a, trans_b, with_sums: bool):
@@ -109,7 +108,7 @@ def _kernel(trans_a: bool, trans_b: bool, name: str, with_sums: bool, settings):
       dbias = jax.ShapeDtypeStruct((out.shape[-1] if with_sums else 0,), jnp.float32)
       d, db = _gemm._launch(TARGET, list(ops), (out, dbias), trans_a, trans_b, settings,
                             residual=True,
-                            tiling=functools.partial(dact_config, settings),
+                            tiling=dact_config,
                             activation=np.int32(code))
       sums.append(db)
       return d

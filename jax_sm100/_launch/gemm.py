@@ -84,7 +84,7 @@ def _launch(target, ops, out, trans_a, trans_b, settings, *, residual=None, tili
   """One ffi_call of `target` (every GEMM-family target: the product's layout attributes,
   the tile configuration, `scalars`) returning `out` (d's struct, or a tuple whose first
   is d's). The configuration is tuning.resolve_gemm's for the product (residual: its
-  residual table, by default for RESIDUAL_TARGET), or tiling(that config, M, K) for a
+  residual table, by default for RESIDUAL_TARGET), or tiling(that config, M) for a
   target with tilings of its own."""
   d = out[0] if isinstance(out, tuple) else out
   m, n = d.shape[-2:]
@@ -93,10 +93,8 @@ def _launch(target, ops, out, trans_a, trans_b, settings, *, residual=None, tili
   residual = target == RESIDUAL_TARGET if residual is None else residual
   cfg, why = tuning.resolve_gemm(settings, m, n, k, batch, residual=residual)
   if tiling is not None:
-    cfg = tiling(cfg, m, k)
+    cfg = tiling(cfg, m)
     why += f"; {target}'s tiling {cfg.block_m}x{cfg.block_n}"
-    if isinstance(cfg, tuning.ShortKConfig):
-      why += " (the short-K kernel)"
   attrs = dict(trans_a=bool(trans_a), trans_b=bool(trans_b), **scalars, **cfg.attributes())
   _explain.note_launch(target, ops, attrs, f"{m}x{n}x{k}, batch {batch}: {why}")
   return jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")(*ops, **attrs)

@@ -7,8 +7,7 @@
 //
 // a, b, the tiling attributes: jax_sm100_gemm's (validate_gemm), the tiling restricted to
 // the compiled dact kernels' (block 128x256 with cluster_m 1 or 2, split_k 1; 128x128
-// measured slower on every shape of benchmarks/bench_dact.py and is not compiled), or the
-// short-K tiling (64, 256, 1) for K <= 64 (short_k_error below). c and d: a's dtype
+// measured slower on every shape of benchmarks/bench_dact.py and is not compiled). c and d: a's dtype
 // (bfloat16 or float16), d's shape (M, N) with its batch dims; c broadcasts like the
 // residual's C (batch count 1 or d's). dbias: float32 (N,), or (0,) when not wanted.
 // activation: relu 1, gelu_tanh 2, gelu_erf 3, silu 4 (none has no derivative to fuse).
@@ -25,23 +24,6 @@
 #include "xla/ffi/api/ffi.h"
 
 namespace jax_sm100::host {
-
-/// The short-K tiling (is_short_k_tiling) is validated as the pipelined kernels' tiling
-/// with its group_m and split_k; its own conditions are short_k_error's.
-inline GemmTiling checked_tiling(const GemmTiling& t) {
-  if (!is_short_k_tiling(t)) return t;
-  return GemmTiling{128, 256, 1, t.group_m, t.split_k};
-}
-
-/// "" unless pr.tiling is the short-K tiling and the call is not one its kernel runs:
-/// split_k 1 and K <= 64.
-inline std::string short_k_error(const GemmProblem& pr) {
-  if (!is_short_k_tiling(pr.tiling)) return "";
-  if (pr.tiling.split_k != 1 || pr.k > 64)
-    return "the short-K tiling (64, 256, 1) takes split_k=1 and K <= 64 (got split_k=" +
-           std::to_string(pr.tiling.split_k) + ", K=" + std::to_string(pr.k) + ")";
-  return "";
-}
 
 /// validate_gemm with c read (beta 1) plus the dtype, dbias and activation checks; fills
 /// pr.dact, pr.dbias (null for a (0,) dbias) and pr.activation. Errors name `name`.
@@ -60,23 +42,18 @@ inline xla::ffi::Error validate_gemm_dact(const char* name, const xla::ffi::AnyB
     return Error::InvalidArgument(who + "activation must be one of " + valid + " (got " +
                                   std::to_string(activation) + ")");
   }
-  const bool compiled = (tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
-                         (tiling.cluster_m == 1 || tiling.cluster_m == 2)) ||
-                        is_short_k_tiling(tiling);
+  const bool compiled = tiling.block_m == 128 && tiling.block_n == 256 && tiling.split_k == 1 &&
+                        (tiling.cluster_m == 1 || tiling.cluster_m == 2);
   if (!compiled)
     return Error::InvalidArgument(
         who + "the dact kernels are compiled for block_m=128, block_n=256, cluster_m 1 or 2, "
-              "split_k=1, and the short-K tiling (64, 256, 1) (got block_m=" +
+              "split_k=1 (got block_m=" +
         std::to_string(tiling.block_m) + ", block_n=" + std::to_string(tiling.block_n) +
         ", cluster_m=" + std::to_string(tiling.cluster_m) + ", split_k=" +
         std::to_string(tiling.split_k) + ")");
   GemmProblem pr{};
-  Error err = validate_gemm(name, a, b, &c, d, trans_a, trans_b, 1.0f, 1.0f,
-                            checked_tiling(tiling), &pr);
+  Error err = validate_gemm(name, a, b, &c, d, trans_a, trans_b, 1.0f, 1.0f, tiling, &pr);
   if (err.failure()) return err;
-  pr.tiling = tiling;
-  const std::string short_k = short_k_error(pr);
-  if (!short_k.empty()) return Error::InvalidArgument(who + short_k);
   if (pr.out_type != pr.in_type)
     return Error::InvalidArgument(who + "c and the output must have the inputs' dtype");
   auto bd = dbias->dimensions();

@@ -26,14 +26,6 @@ struct GemmTiling {
   int split_k = 1;    ///< > 1: the split-K kernel, a cluster of split_k CTAs per tile (sm90)
 };
 
-/// The tiling attribute (block_m, block_n, cluster_m) = (64, 256, 1) names the short-K
-/// dact kernel (kernels/sm90/gemm_dact_short_k.cuh: 64x256 tiles, all of K <= 64 in one
-/// stage, the next tile's loads under this one's epilogue), a tiling of the dact target
-/// only (common/gemm_dact_validate.h checks its conditions).
-inline bool is_short_k_tiling(const GemmTiling& t) {
-  return t.block_m == 64 && t.block_n == 256 && t.cluster_m == 1;
-}
-
 /// One (batched) GEMM call as validated by the handler.
 struct GemmProblem {
   const void* a;

@@ -44,15 +44,6 @@ std::string sm90_gemm_bias_launch(const GemmProblem& prob, int num_sms, cudaStre
 template <class T>
 std::string sm90_gemm_dact_launch(const GemmProblem& prob, int num_sms, cudaStream_t stream);
 
-/// The short-K dact kernel (kernels/sm90/gemm_dact_short_k.cuh) for prob.dact, inputs and
-/// output of type T, K <= 64 (prob.tiling: the short-K tiling, is_short_k_tiling). Defined
-/// in gemm_dact_short_k_launch.cu. Returns "" or an error sentence.
-template <class T>
-std::string sm90_gemm_dact_short_k_launch(const GemmProblem& prob, int num_sms, cudaStream_t stream);
-
-extern template std::string sm90_gemm_dact_short_k_launch<__nv_bfloat16>(const GemmProblem&, int, cudaStream_t);
-extern template std::string sm90_gemm_dact_short_k_launch<__half>(const GemmProblem&, int, cudaStream_t);
-
 extern template std::string sm90_gemm_dact_launch<__nv_bfloat16>(const GemmProblem&, int, cudaStream_t);
 extern template std::string sm90_gemm_dact_launch<__half>(const GemmProblem&, int, cudaStream_t);
 
