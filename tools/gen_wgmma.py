@@ -92,7 +92,7 @@ def _variant(fam: Family, n: int, ctype: str, ptx_type: str) -> list[str]:
     ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)'
     if fam.trans:
         ins += ', "n"(kTransA), "n"(kTransB)'
-    body = head + [
+    return head + [
         f"  static constexpr int kAccRegs = {regs};",
         f"  /// {fam.doc}",
         f"  __device__ __forceinline__ static void mma(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b,",
@@ -109,31 +109,8 @@ def _variant(fam: Family, n: int, ctype: str, ptx_type: str) -> list[str]:
         "    __trap();",
         "#endif",
         "  }",
+        "};",
     ]
-    if fam.trans:
-        # scale-d 0 with write-only ("=f") accumulators: no earlier value of d stays live
-        # into the instruction (a tile's first wgmma needs no zeroed registers).
-        outs_w = [f'"=f"(d[{i}])' for i in range(regs)]
-        out_w_lines = [", ".join(outs_w[i:i + OPERANDS_PER_LINE])
-                       for i in range(0, regs, OPERANDS_PER_LINE)]
-        body += [
-            "  /// d = A(desc_a) * B(desc_b) (scale-d 0); d is written only, never read.",
-            f"  __device__ __forceinline__ static void mma_overwrite(float (&d)[{regs}], uint64_t desc_a,",
-            "                                                       uint64_t desc_b) {",
-            "#if JAX_SM100_SM90A_DEVICE",
-            "    asm volatile(",
-            "        " + _c_str(f"{{\n.reg .pred p;\nsetp.ne.b32 p, %{pred}, 0;\n"),
-            "        " + _c_str(f"wgmma.mma_async.sync.aligned.{shape} "),
-            "        " + _c_str(f"{{{acc}}}, {tail};\n}}\n"),
-            "        : " + (",\n          ".join(out_w_lines)),
-            f'        : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransA), "n"(kTransB));',
-            "#else",
-            "    (void)d; (void)desc_a; (void)desc_b;",
-            "    __trap();",
-            "#endif",
-            "  }",
-        ]
-    return body + ["};"]
 
 
 def render(fam: Family) -> str:

@@ -55,7 +55,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 #include "jax_sm100/common/named_barrier.cuh"
@@ -80,36 +79,16 @@ struct NoStageFixup {
   __device__ __forceinline__ void operator()(const Stage&, int /*kb*/) const {}
 };
 
-/// The k16 slices of a K extent's last 64-wide K block that hold data: 1..4 (K >= 1). The
-/// rest of that block is TMA zero fill, whose wgmmas would add nothing.
-__device__ __forceinline__ int last_block_slices(int k) { return k > 0 ? ((k - 1) % 64) / 16 + 1 : 4; }
-
 /// One consumer warpgroup's main loop over K for one tile: waits for each stage, issues
-/// its k16 wgmmas, and releases a stage only once the wgmma reading it has retired
+/// 4 x wgmma k16, and releases a stage only once the wgmma reading it has retired
 /// (wait_group 1 after the next stage's batch is committed). `fixup(stage, kb)` runs
 /// after K block kb's stage landed, before the wgmmas read it.
-///
-/// acc is OVERWRITTEN: the tile's first wgmma has scale-d 0 and write-only accumulators
-/// (Wgmma::mma_overwrite), so no zeroing pass runs and the previous tile's values are not
-/// kept live into this one (128 register moves per thread and tile otherwise: an
-/// instruction per output element, which short-K launches pay in full); k_blocks == 0
-/// zeroes acc. The last K block issues only its first `last_slices` k16 wgmmas
-/// (last_block_slices(K): one of four at K = 16). Both are compile-time shapes of one
-/// block's issue (kFirst, kSlices): a branch between a wgmma fence and its commit makes
-/// ptxas serialize the accumulators.
 template <class Cfg, class T, int kTransA, int kTransB, class InputPipe,
           class StageFixup = NoStageFixup>
 __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)[Cfg::kWgTileN / 2],
                                                   int k_blocks, uint32_t a_off, uint32_t b_off,
-                                                  int lane, const StageFixup& fixup = StageFixup{},
-                                                  int last_slices = Cfg::kBlockK / 16) {
+                                                  int lane, const StageFixup& fixup = StageFixup{}) {
   using Mma = ptx::Wgmma<Cfg::kWgTileN, T, kTransA, kTransB>;
-  constexpr int kSlices = Cfg::kBlockK / 16;
-  if (k_blocks == 0) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
-    return;
-  }
   // "Stage free": one arrival per consumer warp on the empty barrier of every CTA of the
   // cluster (lane l signals CTA l; the peers multicast into this stage too).
   auto release = [&](uint32_t stage) {
@@ -123,60 +102,36 @@ __device__ __forceinline__ void consumer_mainloop(InputPipe& input, float (&acc)
   };
   auto consumer = input.consumer();
   uint32_t prev_stage = 0;
-  // K block kb with its first `slices` k16 wgmmas; `first`: the tile's first block.
-  auto block = [&](int kb, auto first, auto slices) {
-    constexpr bool kFirst = decltype(first)::value;
-    constexpr int kUsed = decltype(slices)::value;
+  for (int kb = 0; kb < k_blocks; ++kb) {
     auto st = consumer.acquire_stage();  // waits on full[stage]
     fixup(st, kb);
     const uint32_t a_base = ptx::smem_addr(st.a_tile()) + a_off;
     const uint32_t b_base = ptx::smem_addr(st.b_tile()) + b_off;
-    if constexpr (!kFirst) {
 #pragma unroll
-      for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
-    }
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < kUsed; ++s) {
+    for (int s = 0; s < Cfg::kBlockK / 16; ++s) {
       // K-major: the k16 slice is 32 B further along the 128 B row; SBO = 8 rows.
       // MN-major: the k16 slice is 16 K rows of 128 B further; LBO = next 64-wide MN block.
       const uint64_t da = kTransA ? ptx::make_smem_desc(a_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
                                   : ptx::make_smem_desc(a_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
       const uint64_t db = kTransB ? ptx::make_smem_desc(b_base + s * 2048, 8192, 1024, ptx::WgmmaSwizzle::k128B)
                                   : ptx::make_smem_desc(b_base + s * 32, 16, 1024, ptx::WgmmaSwizzle::k128B);
-      if (kFirst && s == 0) Mma::mma_overwrite(acc, da, db);
-      else Mma::mma(acc, da, db, 1);
+      Mma::mma(acc, da, db, 1);
     }
     ptx::wgmma_commit();
 #pragma unroll
     for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
     ptx::wgmma_wait<1>();  // the previous stage's wgmma batch has retired
-    if (!kFirst) release(prev_stage);
+    if (kb > 0) release(prev_stage);
     prev_stage = st.index();
     std::move(st).release_without_signal();  // signalled (deferred) above / below
-  };
-  using Full = std::integral_constant<int, kSlices>;
-  // The last block (the first too when k_blocks == 1) with its data's slice count.
-  auto last_block = [&](int kb, auto first) {
-    static_assert(kSlices == 4, "64-wide K blocks of k16 slices");
-    switch (last_slices) {
-      case 1: block(kb, first, std::integral_constant<int, 1>{}); break;
-      case 2: block(kb, first, std::integral_constant<int, 2>{}); break;
-      case 3: block(kb, first, std::integral_constant<int, 3>{}); break;
-      default: block(kb, first, Full{}); break;
-    }
-  };
-  if (k_blocks == 1) {
-    last_block(0, std::true_type{});
-  } else {
-    block(0, std::true_type{}, Full{});
-    for (int kb = 1; kb < k_blocks - 1; ++kb) block(kb, std::false_type{}, Full{});
-    last_block(k_blocks - 1, std::false_type{});
   }
   ptx::wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < Cfg::kWgTileN / 2; ++i) ptx::fence_operand(acc[i]);
-  release(prev_stage);
+  if (k_blocks > 0) release(prev_stage);
 }
 
 /// consumer_mainloop for the operands' runtime layout: wgmma's transpose flags are
@@ -187,15 +142,13 @@ __device__ __forceinline__ void consumer_mainloop_for_layout(bool trans_a, bool 
                                                              InputPipe& input,
                                                              float (&acc)[Cfg::kWgTileN / 2],
                                                              int k_blocks, uint32_t a_off,
-                                                             uint32_t b_off, int lane,
-                                                             int last_slices = Cfg::kBlockK / 16) {
-  const NoStageFixup none;
+                                                             uint32_t b_off, int lane) {
   if (trans_a) {
-    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane, none, last_slices);
-    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane, none, last_slices);
+    if (trans_b) consumer_mainloop<Cfg, T, 1, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, b_off, lane);
   } else {
-    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane, none, last_slices);
-    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane, none, last_slices);
+    if (trans_b) consumer_mainloop<Cfg, T, 0, 0>(input, acc, k_blocks, a_off, b_off, lane);
+    else         consumer_mainloop<Cfg, T, 0, 1>(input, acc, k_blocks, a_off, b_off, lane);
   }
 }
 
@@ -282,7 +235,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       p.order, Cfg::kCluster, 1, rank, static_cast<int>(blockIdx.x) / Cfg::kCluster,
       static_cast<int>(gridDim.x) / Cfg::kCluster);
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
-  const int last_slices = last_block_slices(p.k);
 
   if (warp < 4) {
     // ---------------- producer warpgroup ----------------
@@ -338,7 +290,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // 64 rows of a K-major tile and one 64-wide block of an MN-major tile are 8 KB).
     const uint32_t a_off = wm * 64 * 128;
     const uint32_t b_off = wn * Cfg::kWgTileN * 128;
-    float acc[Cfg::kWgTileN / 2];  // overwritten by each tile's main loop
+    float acc[Cfg::kWgTileN / 2];
     uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
     int held_c_stage = -1;  // residual, storing thread: C stage whose store may still read
     float* col_sums = nullptr;  // dact: this warpgroup's (4, kWgTileN) column sums
@@ -347,11 +299,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int t = sched.first; t < sched.count(); t += sched.stride) {
       int b, mt, nt;
       sched.tile(t, b, mt, nt);
+#pragma unroll
+      for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
       BiasSlice<Cfg> bias;  // bias kernels: loaded now, used after the main loop
       if constexpr (Cfg::kBiasAct) bias.load(p, nt * Cfg::kBlockN + wn * Cfg::kWgTileN, tid_wg);
 
       consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, k_blocks, a_off,
-                                           b_off, lane, last_slices);
+                                           b_off, lane);
       // The consumer's pipeline state lives in `input`, advanced by k_blocks above.
 
       // ---- epilogue: 64 x kWgTileN accumulators in chunks of 64 x kEpiN ----
@@ -359,20 +313,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int col0 = nt * Cfg::kBlockN + wn * Cfg::kWgTileN;
       const int zd = b;
       const uint32_t r_lo = warp_wg * 16 + lane / 4;  // fragment rows r_lo, r_lo + 8
-      if constexpr (Cfg::kDact) {
-        // Rows past M (a partial tile) may hold stale accumulators (A's box stopping at
-        // M): zeroed, their x is 0 (C's zero fill there gives a finite act'(0)), so the
-        // column sums below need no per-element row test.
-        if (row0 + 64 > p.m) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (row0 + static_cast<int>(r_lo) + 8 * h >= p.m) {
-#pragma unroll
-              for (int f = 0; f < Cfg::kWgTileN / 8; ++f) acc[4 * f + 2 * h] = acc[4 * f + 2 * h + 1] = 0.f;
-            }
-          }
-        }
-      }
       if constexpr (Cfg::kBiasAct) {  // z = alpha*acc + bias, d = act(z) [, pre = z]
         float* slice = reinterpret_cast<float*>(smem + Cfg::kBiasOffset) + w * Cfg::kWgTileN;
         bias_act_epilogue<Cfg, Out>(p, acc, bias, slice, my_d, w, tid_wg, lane, row0, col0, zd);
@@ -393,7 +333,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             named_barrier_sync(1 + w, 128);
           }
         }
-        float col_sum[kEpiN / 4];  // dact: this thread's column sums of the chunk (2 rows)
+        float col_sum[kEpiN / 4];  // dact: this thread's column sums of the chunk
+#pragma unroll
+        for (int j = 0; j < kEpiN / 4; ++j) col_sum[j] = 0.f;
 #pragma unroll
         for (int j = 0; j < kEpiN / 8; ++j) {
           const int f = c * (kEpiN / 8) + j;  // 8-column fragment index in the WG tile
@@ -410,9 +352,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               if constexpr (Cfg::kDact) {
                 x *= activation_grad<Cfg::kActivation>(cv.x);
                 y *= activation_grad<Cfg::kActivation>(cv.y);
-                // The fragment's two rows: the first sets the sums, the second adds.
-                col_sum[2 * j] = h == 0 ? x : col_sum[2 * j] + x;
-                col_sum[2 * j + 1] = h == 0 ? y : col_sum[2 * j + 1] + y;
+                // Rows past M may hold stale accumulators (A's box stopping at M).
+                if (row0 + static_cast<int>(r_lo) + 8 * h < p.m) {
+                  col_sum[2 * j] += x;
+                  col_sum[2 * j + 1] += y;
+                }
               } else {
                 x = fmaf(p.beta, cv.x, x);
                 y = fmaf(p.beta, cv.y, y);

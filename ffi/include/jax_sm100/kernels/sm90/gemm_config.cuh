@@ -146,12 +146,7 @@ template <>
 struct Pack2<__nv_bfloat16> {
   using Storage = __nv_bfloat162;
   static __device__ __forceinline__ Storage pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
-  // bf16 -> f32 is the 16 bits moved up: one shift and one mask per pair (the intrinsic
-  // takes a byte permute and two shifts).
-  static __device__ __forceinline__ float2 unpack(Storage v) {
-    const uint32_t u = *reinterpret_cast<const uint32_t*>(&v);
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-  }
+  static __device__ __forceinline__ float2 unpack(Storage v) { return __bfloat1622float2(v); }
 };
 template <>
 struct Pack2<__half> {

@@ -150,7 +150,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2)
     }
   } else {
     const int t = threadIdx.x % 128;
-    float acc[Cfg::kWgTileN / 2];  // overwritten by the main loop
+    float acc[Cfg::kWgTileN / 2];
+#pragma unroll
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
     const int kbs = kb1 - kb0;
     consumer_mainloop_for_layout<Cfg, T>(p.trans_a, p.trans_b, input, acc, kbs, 0, 0, lane);
     // Partials pair-major (pair q of thread t at q * 128 + t): each reader's 8-byte loads

@@ -193,11 +193,12 @@ __device__ __forceinline__ void m_grouped_consumer(InputPipe& input, uint8_t* sm
   GroupSpan cache;
   for (int t = static_cast<int>(blockIdx.x); t < count; t += static_cast<int>(gridDim.x)) {
     const GroupedTile tile = p.order.tile(table, p.group_sizes, t, cache);
+#pragma unroll
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
     // Rows in no group: no K blocks (the producer loaded none), the zeros are stored.
     const int kb = tile.group < p.order.groups ? k_blocks : 0;
     // lhs is K-major (trans_a = false); rhs as trans_b says.
-    consumer_mainloop_for_layout<Cfg, T>(false, p.trans_b, input, acc, kb, a_off, 0, lane,
-                                         last_block_slices(p.k));
+    consumer_mainloop_for_layout<Cfg, T>(false, p.trans_b, input, acc, kb, a_off, 0, lane);
     const int row0 = tile.row0 + w * 64;
     const int valid = tile.row_end - row0;
     store_part<Cfg, Out>(acc, my_d, &p.tma_d, static_cast<uint8_t*>(p.out), p.n, row0,

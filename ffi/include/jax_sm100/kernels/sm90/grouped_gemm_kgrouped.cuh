@@ -129,6 +129,8 @@ __device__ __forceinline__ void k_grouped_consumer(InputPipe& input, uint8_t* sm
     int lo, hi;
     p.groups.group_rows(table, p.group_sizes, g, lo, hi);
     const int k_blocks = (hi - lo + Cfg::kBlockK - 1) / Cfg::kBlockK;
+#pragma unroll
+    for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
     const ZeroRowsPastGroup<Cfg, T> fixup{hi - lo, static_cast<int>(threadIdx.x) - 128};
     // wgmma imm-trans: A M-major, B N-major.
     consumer_mainloop<Cfg, T, 1, 1>(input, acc, k_blocks, a_off, 0, lane, fixup);
