@@ -3,13 +3,18 @@
     python benchmarks/bench_fp8_suite.py --out fp8_suite.json [--plot fp8_suite.png]
         [--shapes MxNxK,...] [--rounds 3]
     python benchmarks/bench_fp8_suite.py --from fp8_suite.json --plot fp8_suite.png
+    python benchmarks/bench_fp8_suite.py --from a.json[,b.json] --emit-table \
+        jax_sm100/_dispatch_data.json
 
 For each shape (M x N x K, d = a @ b^T; squares and LLM projection shapes over M in
 {16, 64, 128, 512, 4096}), one process on one GPU, GPU time (the kernels' own durations,
 CUPTI through torch.profiler) of:
   default       jax_sm100.fp8_blockwise_matmul with a's scales passed transposed (the
                 kernel with no XLA op before it), the configuration the op chooses
-                (jax_sm100.tuning.fp8_config)
+                (the measured dispatch, jax_sm100._dispatch_fp8, where it has an entry;
+                else the heuristic; no autotune cache)
+  heuristic     the same under tuning.override(dispatch="heuristic"): the rule's choice
+                (tuning.fp8_config), the baseline of --emit-table's entries
   each form     the same under tuning.override(fp8=Fp8Config(...)) for every form in
                 tuning.FP8_TILINGS (group_m at its default)
   cublas_block  cuBLASLt's blockwise FP8 GEMM (1x128 a scales, 128x128 b scales) through
@@ -18,6 +23,11 @@ round-robin over `--rounds` rounds (each reports its median), over several disti
 sets so that L2 reuse stays out. Prints and writes per shape the default's and the best
 form's ratio to cuBLASLt (cuBLASLt time / ours: > 1 means ours is faster) and the
 geomeans. Needs torch with a blockwise scaled_mm and the sm_90a FP8 kernel.
+
+--emit-table writes the FP8 entries of the measured dispatch (jax_sm100._dispatch_fp8.
+build_entries: per shape class, a form only where it beat the heuristic's choice on
+every shape of the class, by MARGIN on their geomean) for the runs' GPU kind into the
+dispatch table file, replacing that kind's FP8 entries; the runs must share one kind.
 """
 from __future__ import annotations
 
@@ -29,7 +39,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_suite import gpu_times  # noqa: E402
+from bench_suite import dump_table, gpu_times  # noqa: E402
 from common import (_torch, bar_chart, fp8_transposed, geomean, git_commit, gpu_time_torch,  # noqa: E402
                     pick_torch_blockwise, quantized_sets, torch_sets)
 
@@ -67,14 +77,15 @@ def run_shape(torch, blk_fn, m, n, k, rounds, log):
   sets = quantized_sets(m, n, k, N_SETS)
   op, tsets = fp8_transposed(sets)
   tt = torch_sets(torch, sets)
-  default = tuning.fp8_config(m, n, k)
-  cols = {"default": None}
+  default = tuning.resolve_fp8(tuning.Settings(autotune_cache=False), m, n, k, False)[0]
+  rule = tuning.fp8_config(m, n, k)
+  cols = {"default": dict(autotune_cache=False), "heuristic": dict(dispatch="heuristic")}
   for f in tuning.FP8_TILINGS:
-    cols[form_name(f)] = tuning.Fp8Config(*f)
+    cols[form_name(f)] = dict(fp8=tuning.Fp8Config(*f))
   runs = {}
-  for c, cfg in cols.items():
+  for c, kw in cols.items():
     many = jax.jit(lambda ss: [op(*s) for s in ss])
-    with tuning.override(fp8=cfg):  # read when traced: compiled here, reused below
+    with tuning.override(**kw):  # read when traced: compiled here, reused below
       try:
         jax.block_until_ready(many(tsets))
         runs[c] = many
@@ -87,10 +98,11 @@ def run_shape(torch, blk_fn, m, n, k, rounds, log):
       times[c].append(t * 1e6)
     times["cublas_block"].append(gpu_time_torch(torch, blk_fn, tt) * 1e6)
   us = {c: statistics.median(v) for c, v in times.items()}
-  forms = {c: t for c, t in us.items() if c not in ("default", "cublas_block")}
+  forms = {c: t for c, t in us.items() if c not in ("default", "heuristic", "cublas_block")}
   best = min(forms, key=forms.get)
   row = {"shape": [m, n, k], "default_form": form_name(
       (default.block_m, default.block_n, default.cluster, default.pair_along_n)),
+      "heuristic_form": form_name((rule.block_m, rule.block_n, rule.cluster, rule.pair_along_n)),
       "us": us, "rounds": times, "best_form": best,
       "default_over_cublas": us["cublas_block"] / us["default"],
       "best_over_cublas": us["cublas_block"] / forms[best],
@@ -113,6 +125,40 @@ def plot(result, path) -> bool:
       title=f"FP8 blockwise GEMM against cuBLASLt blockwise, {result['device']}")
 
 
+def emit_table(sources, table_path) -> int:
+  """Writes the FP8 entries built from `sources` (suite JSONs of one GPU kind) into the
+  dispatch table at `table_path`."""
+  import types
+  from jax_sm100 import _dispatch_fp8, _dispatch_table
+  results = []
+  for src in sources:
+    with open(src) as f:
+      results.append((src, json.load(f)))
+  kinds = {_dispatch_table.gpu_kind(types.SimpleNamespace(platform="gpu", device_kind=r["device"]))
+           for _, r in results}
+  if len(kinds) != 1:
+    print(f"the runs are of several GPU kinds: {sorted(kinds)}")
+    return 1
+  (kind,) = kinds
+  with open(table_path) as f:
+    table = json.load(f)
+  sms = tuning.sm_count(types.SimpleNamespace(platform="gpu", device_kind=results[0][1]["device"]))
+  entries = _dispatch_fp8.build_entries([row for _, r in results for row in r["rows"]], sms=sms,
+                                        classes=table["classes"])
+  table.setdefault("kinds", {}).setdefault(kind, {})["fp8"] = {
+      "measured_on": kind, "metric": "gpu_us", "margin": _dispatch_fp8.MARGIN,
+      "source": " + ".join(f"{os.path.relpath(src)} ({r['commit']})" for src, r in results),
+      "entries": entries}
+  problems = _dispatch_table.check_table(table)
+  if problems:
+    print("; ".join(problems))
+    return 1
+  with open(table_path, "w") as f:
+    f.write(dump_table(table))
+  print(f"{kind}: {len(entries)} FP8 class entries -> {table_path}")
+  return 0
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--out", default="", help="JSON file for every number (required to measure)")
@@ -120,8 +166,14 @@ def main(argv=None):
   ap.add_argument("--part", default="", help="i/n: the i-th of n slices of the shape list")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--plot", default="", help="PNG of the ratios (with --from: of that JSON)")
-  ap.add_argument("--from", dest="src", default="", help="a JSON this script wrote: plot it")
+  ap.add_argument("--from", dest="src", default="",
+                  help="JSON files this script wrote (comma-separated): plot the first, or "
+                       "with --emit-table make the table's FP8 entries from all")
+  ap.add_argument("--emit-table", default="", help="dispatch table file to write the FP8 "
+                                                   "entries of --from's GPU kind into")
   args = ap.parse_args(argv)
+  if args.src and args.emit_table:
+    return emit_table(args.src.split(","), args.emit_table)
   if args.src:
     with open(args.src) as f:
       return 0 if plot(json.load(f), args.plot or args.src.replace(".json", ".png")) else 1

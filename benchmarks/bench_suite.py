@@ -374,8 +374,11 @@ def emit_table(suite, path, kinds, threshold, metric, log=print):
   src = (f"{meta.get('legacy') or 'benchmarks/bench_suite.py'} on {meta['device']}"
          f" at {meta.get('git_commit', 'unknown')} ({meta.get('date', '')}), {metric}")
   for kind in kinds or [meta["gpu_kind"]]:
+    fp8 = table["kinds"].get(kind, {}).get("fp8")  # bench_fp8_suite.py's, kept
     table["kinds"][kind] = dict(measured_on=meta["gpu_kind"], source=src, metric=metric,
                                 threshold=threshold, entries=entries)
+    if fp8 is not None:
+      table["kinds"][kind]["fp8"] = fp8
   table["about"] = ("jax_sm100's measured dispatch (jax_sm100/_dispatch_table.py): per GPU "
                     "kind, op and input dtype, the shape class's path (kernel with a tiling, "
                     "or xla), made by benchmarks/bench_suite.py --emit-table")

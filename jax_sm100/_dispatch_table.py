@@ -138,7 +138,8 @@ _shipped: dict = {}
 
 def check_table(table: dict) -> list:
   """Problems of a dispatch table (empty: valid): every entry's path is 'kernel' or
-  'xla' and its tiling, where given, one the sm90 GEMM is compiled for."""
+  'xla' and its tiling, where given, one the sm90 GEMM is compiled for; every FP8
+  entry's form one the sm90 FP8 GEMM is compiled for."""
   problems = []
   if table.get("format") != FORMAT:
     problems.append(f"format {table.get('format')!r}, expected {FORMAT}")
@@ -161,7 +162,8 @@ def check_table(table: dict) -> list:
           t = e.get("tiling")
           if t is not None and not _valid_candidate(t):
             problems.append(f"{where}: tiling {t!r} is not compiled")
-  return problems
+  from jax_sm100 import _dispatch_fp8  # the FP8 entries (kinds[kind]["fp8"])
+  return problems + _dispatch_fp8.check_table(table)
 
 
 def shipped_table(path: str | None = None) -> dict:

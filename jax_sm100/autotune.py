@@ -19,6 +19,12 @@ The (M, N, K, batch) of a product is the GEMM the op runs: matmul(a (..., M, K),
 folds a's leading dims into M (batch 1); with b batched, batch is the output's batch
 count. The gradient products of a training step are GEMMs of their own shapes (dA:
 M x K x N, dB: K x N x M); autotune them too where they matter.
+
+ops=("fp8",) measures the FP8 blockwise GEMM (fp8_blockwise_matmul, and fp8_dot's three
+products for x (M, K) @ w (K, N): y M x N x K, dx M x K x N, dw K x N x M, as the
+kernel sees them: N padded to 8, K to 16): every form of the device's FP8 kernel, the
+heuristic's choice among them (there is no XLA blockwise FP8 GEMM); the fastest form
+is cached under op "fp8_gemm" (jax_sm100._dispatch_fp8 reads it).
 """
 from __future__ import annotations
 
@@ -31,11 +37,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_sm100 import _backend, _dispatch_table, tuning
+from jax_sm100 import _backend, _dispatch_fp8, _dispatch_table, tuning
 
 __all__ = ["autotune"]
 
 _DTYPES = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
+# "fp8": the FP8 blockwise GEMM's launches (fp8_blockwise_matmul, fp8_dot's products):
+# every form of the device's FP8 kernel against the heuristic's choice (no XLA path).
+_OPS = _dispatch_table.OPS + ("fp8",)
 
 
 def _shape(s) -> tuple:
@@ -62,11 +71,13 @@ def _check(shapes, dtypes, ops):
       raise ValueError(f"jax_sm100.autotune: dtypes are bfloat16 / float16; got {d!r}.")
     dts.append(dt)
   for op in ops:
-    if op not in _dispatch_table.OPS:
-      raise ValueError(f"jax_sm100.autotune: ops are {', '.join(_dispatch_table.OPS)}; "
-                       f"got {op!r}.")
+    if op not in _OPS:
+      raise ValueError(f"jax_sm100.autotune: ops are {', '.join(_OPS)}; got {op!r}.")
   if not shapes:
     raise ValueError("jax_sm100.autotune: no shapes given.")
+  if "fp8" in ops and any(s[3] != 1 for s in shapes):
+    raise ValueError("jax_sm100.autotune: the FP8 GEMM is 2-D (fp8_blockwise_matmul, "
+                     "fp8_dot): its shapes are (M, N, K) or (M, N, K, 1).")
   return shapes, dts, tuple(ops)
 
 
@@ -97,6 +108,43 @@ def _op_and_sets(op, dtype, m, n, k, batch):
             a, b, bias, activation=_dispatch_table.BIAS_ACTIVATION)}[op]
   sets = bench.input_sets(m * batch, n, k, make)
   return fn, sets
+
+
+def _fp8_entry(m, n, k, dev, kind, version, repeats):
+  """One FP8 cache entry: fp8_blockwise_matmul on pre-quantized inputs (1x128 a scales,
+  128x128 b scales, the layouts fp8_dot's quantizers write) under each form of the
+  device's FP8 kernel and under the heuristic's choice; the fastest form wins."""
+  import jax_sm100
+  bench = _bench()
+  q1 = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(1, 128)))
+  q128 = jax.jit(lambda x: jax_sm100.quantize_fp8_blockwise(x, block=(128, 128)))
+
+  def make(key):
+    x = bench._normal(key, (m, k), jnp.bfloat16)
+    w = bench._normal(jax.random.fold_in(key, 1), (n, k), jnp.bfloat16)
+    return (*q1(x), *q128(w))
+  sets = bench.input_sets(m, n, k, make, itemsize=1)
+  fn = jax_sm100.fp8_blockwise_matmul
+  arch = tuning._table(dev, "fp8")[0]
+  forms = tuning.ARCH_FP8_TILINGS.get(arch, tuning.FP8_TILINGS)
+  default = tuning.fp8_config(m, n, k, device=dev)
+  heuristic = _dispatch_fp8.form_name(
+      (default.block_m, default.block_n, default.cluster, default.pair_along_n))
+  names = [_dispatch_fp8.form_name(f) for f in forms]  # the heuristic's is one of them
+  runs = [_compiled(fn, sets, autotune_cache=False,
+                    fp8=tuning.Fp8Config(*f, group_m=default.group_m)) for f in forms]
+  times = dict(zip(names, bench.time_runs(runs, sets, repeats)))
+  best = min(names, key=lambda c: times[c])
+  del sets, runs
+  return {"op": _dispatch_fp8.OP, "dtype": _dispatch_fp8.DTYPE, "shape": [m, n, k, 1],
+          "path": "kernel", "form": list(_dispatch_fp8.parse_form(best)),
+          "heuristic": heuristic,
+          "speedup": round(times[heuristic] / times[best], 4),
+          "times_us": {c: round(t * 1e6, 3) for c, t in times.items()},
+          "gpu_kind": kind, "device_kind": str(getattr(dev, "device_kind", "")),
+          "jax_sm100_version": version, "jax_version": jax.__version__,
+          "repeats": int(repeats),
+          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def _compiled(fn, sets, **settings):
@@ -140,7 +188,9 @@ def autotune(shapes, *, dtypes=(jnp.bfloat16,), ops=("matmul",), path=None, repe
 
   shapes: (M, N, K) or (M, N, K, batch) per product; dtypes: bfloat16 and/or float16;
   ops: any of "matmul", "matmul_residual", "matmul_bias" (measured with
-  activation _dispatch_table.BIAS_ACTIVATION); path: the cache file (default
+  activation _dispatch_table.BIAS_ACTIVATION), "fp8" (the FP8 GEMM's forms, batch 1,
+  dtypes not used: its entries hold the best "form" and "speedup" over the
+  heuristic's choice); path: the cache file (default
   ~/.cache/jax_sm100/autotune-<GPU kind>.json); repeats: timed calls per candidate;
   log: a function taking a line of progress (e.g. print), or None.
 
@@ -162,6 +212,14 @@ def autotune(shapes, *, dtypes=(jnp.bfloat16,), ops=("matmul",), path=None, repe
   say = log or (lambda _line: None)
   entries = []
   for op in ops:
+    if op == "fp8":
+      for m, n, k, _ in shapes:
+        entries.append(_fp8_entry(m, n, k, dev, kind, version, repeats))
+        e = entries[-1]
+        say(f"fp8 {m}x{n}x{k}: {_dispatch_fp8.form_name(e['form'])} "
+            f"{e['times_us'][_dispatch_fp8.form_name(e['form'])]:.1f} us, the heuristic's "
+            f"{e['heuristic']} {e['times_us'][e['heuristic']]:.1f} us")
+      continue
     for dt in dts:
       for m, n, k, batch in shapes:
         fn, sets = _op_and_sets(op, dt, m, n, k, batch)

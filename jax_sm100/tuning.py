@@ -421,8 +421,9 @@ class Settings:
   as transposed A scales, which its GEMMs read as they are (True, the default), or
   XLA transposes them. dispatch: how bf16/fp16 GEMM products pick kernel or XLA's
   dot ('auto': measured, 'kernel', 'xla', 'heuristic': the kernel with the heuristic
-  configuration, no measurements). autotune_cache: None or True (the default file),
-  False (off) or a path. grouped: None or a GroupedConfig for every grouped launch.
+  configuration, no measurements; for FP8 launches, which have no XLA path, only
+  'heuristic' matters: it skips their measured forms). autotune_cache: None or True
+  (the default file), False (off) or a path. grouped: None or a GroupedConfig for every grouped launch.
   gemm_choice: set by the ops per product, not by override():
   (GemmConfig or None, why) from the measured dispatch (jax_sm100._dispatch_table).
   """
@@ -510,6 +511,8 @@ def override(*, gemm=None, fp8=None, fp8_fused_scales: bool | None = None,
     the kernel could run) or "heuristic" (the kernel configured by the heuristic,
     measurements ignored). A full GemmConfig in gemm= forces the kernel too (unless
     dispatch="xla" is in force); a partial gemm= dict only adjusts kernel launches.
+    FP8 launches take their measured form (autotune cache, then the shipped table's
+    FP8 entries: jax_sm100._dispatch_fp8) in every mode but "heuristic".
   autotune_cache: the jax_sm100.autotune cache file the ops read: a path, True (the
     default, ~/.cache/jax_sm100/autotune-<GPU kind>.json) or False (none).
   grouped: a GroupedConfig for every grouped launch (ragged_dot, its gradients,
@@ -589,13 +592,22 @@ def resolve_gemm(settings: Settings | None, m: int, n: int, k: int, batch: int,
 
 def resolve_fp8(settings: Settings | None, m: int, n: int, k: int,
                 residual: bool) -> tuple[Fp8Config, str]:
-  """(config, why) for one FP8 GEMM launch (the launch layer's entry)."""
-  del k
+  """(config, why) for one FP8 GEMM launch (the launch layer's entry). The default is
+  the measured dispatch's form for the launch (jax_sm100._dispatch_fp8: the autotune
+  cache, then the shipped table) where it has one, else the heuristic; an override
+  replaces or edits it."""
+  from jax_sm100 import _dispatch_fp8
   dev = _device(None)
-  default, why = _fp8_choice(m, n, residual, sm_count(dev), _table(dev, "fp8")[1])
+  arch, table = _table(dev, "fp8")
+  default, why = _fp8_choice(m, n, residual, sm_count(dev), table)
+  measured, note = _dispatch_fp8.decide(settings, m, n, k, residual, dev, arch, default.group_m)
+  if measured is not None:
+    default, why = measured, note
+  elif note is not None:
+    why = f"{note}; {why}"
   cfg, how = _apply("fp8", default, settings.fp8 if settings else None)
   if how:
-    _check_arch_fp8_tiling(cfg, _table(dev, "fp8")[0], how)
+    _check_arch_fp8_tiling(cfg, arch, how)
   if residual and not cfg.supports_residual:
     raise ValueError(f"jax_sm100.tuning: {how}: the residual FP8 GEMM runs 128-row tiles "
                      f"only; got block_m={cfg.block_m}.")
