@@ -69,7 +69,16 @@ def test_mlp_block_output_and_grads_match_the_stock_stack(path, rng, act, dtype,
   g = jax.jit(jax.grad(loss(ours)))(params, x)
   g0 = jax.jit(jax.grad(loss(stock)))(params, x)
   for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g0)):
-    np.testing.assert_allclose(f64(a), f64(b), rtol=tol, atol=tol * np.abs(f64(b)).max())
+    if act == "relu" and dtype == BF16:
+      # A pre-activation within one bf16 rounding of 0 (the block rounds z once, the stock
+      # Dense twice) takes relu' = 0 on one path and 1 on the other: that unit's gradient
+      # entries then differ outright (about 1 seed in 100). Compare the whole leaf: over
+      # 300 seeds its relative error reached 0.048 (median 0.007); a wrong derivative or
+      # a lost term is of order 1.
+      err = np.linalg.norm(f64(a) - f64(b)) / np.linalg.norm(f64(b))
+      assert err <= 2 * tol, err
+    else:
+      np.testing.assert_allclose(f64(a), f64(b), rtol=tol, atol=tol * np.abs(f64(b)).max())
 
 
 def test_mlp_block_bad_arguments(rng):
