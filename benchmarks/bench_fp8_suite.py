@@ -48,6 +48,7 @@ import jax  # noqa: E402
 import jax_sm100  # noqa: E402
 from jax_sm100 import _ffi_registry as reg  # noqa: E402
 from jax_sm100 import tuning  # noqa: E402
+from jax_sm100._dispatch_fp8 import form_name  # noqa: E402  (the suite's column names)
 
 SQUARES = [(s, s, s) for s in (512, 1024, 2048, 4096, 8192)]
 # (N, K) of LLM projections (DeepSeek-V3 / Llama shapes).
@@ -63,11 +64,6 @@ SUITE = SQUARES + [(m, n, k) for (n, k) in PROJECTIONS for m in MS] + WGRAD
 def is_large(m, n, k):
   """At least one full wave of 128x128 tiles on a 132-SM GPU, M >= 512, K >= 1536."""
   return m >= 512 and (m // 128) * (n // 128) >= 132 and k >= 1536
-
-
-def form_name(f) -> str:
-  bm, bn, cl, along_n = f
-  return f"{bm}x{bn}c{cl}" + ("n" if along_n else "")
 
 
 N_SETS = 8  # distinct input sets per shape (8 x B exceeds the L2 from N x K = 2112 x 7168 on)

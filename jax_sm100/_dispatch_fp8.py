@@ -104,10 +104,11 @@ def decide(settings, m: int, n: int, k: int, residual: bool, device, arch: str, 
     if entry is not None:
       found = entry, f"autotune cache {path} ({m}x{n}x{k})", "the heuristic's choice"
   if found is None:
-    kt = dt.shipped_table().get("kinds", {}).get(kind, {}).get("fp8")
+    table = dt.shipped_table()
+    kt = table.get("kinds", {}).get(kind, {}).get("fp8")
     if kt:
       sms = tuning.sm_count(device)
-      key = dt.shape_class(m, n, k, 1, sms, dt.shipped_table()["classes"])
+      key = dt.shape_class(m, n, k, 1, sms, table["classes"])
       entry = kt.get("entries", {}).get(key)
       if entry is not None:
         src = kt.get("measured_on")
