@@ -84,9 +84,8 @@ def _usable(form, arch: str, residual: bool):
   from jax_sm100 import tuning
   if form not in tuning.ARCH_FP8_TILINGS.get(arch, tuning.FP8_TILINGS):
     return f"{form_name(form)} has no {arch} FP8 kernel"
-  if residual and not tuning.Fp8Config(*form).supports_residual:
-    return (f"{form_name(form)}: the residual FP8 kernel has 128-row tiles on 1 CTA or a "
-            f"pair along M only")
+  if residual and form[0] != 128:
+    return f"{form_name(form)}: the residual FP8 kernel has 128-row tiles only"
   return None
 
 

@@ -76,8 +76,7 @@ ARCH_SPLIT_K_TILINGS = {"sm90": SPLIT_K_TILINGS, "sm100": ()}
 # the residual FP8 GEMM runs the 128-row ones only.
 FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
-               (256, 128, 2, True), (128, 128, 2, True), (128, 128, 4, False),
-               (128, 128, 4, True))
+               (256, 128, 2, True))
 # The sm_100a FP8 GEMM's forms, a subset: 128x128 tiles on one SM (plain and residual).
 SM100_FP8_TILINGS = ((128, 128, 1, False),)
 # The forms each architecture's FP8 kernel has (HEURISTICS keys); a launch on an
@@ -180,9 +179,8 @@ class Fp8Config:
 
   @property
   def supports_residual(self) -> bool:
-    """Whether the residual target (beta * c epilogue) has this kernel: 128-row tiles on
-    1 CTA or a pair along M."""
-    return self.block_m == 128 and self.cluster <= 2 and not self.pair_along_n
+    """Whether the residual target (beta * c epilogue) has this kernel: 128-row tiles."""
+    return self.block_m == 128
 
   def attributes(self) -> dict:
     """The FFI attributes of jax_sm100_fp8_gemm[_residual] for this choice."""

@@ -129,14 +129,6 @@ std::string launch_form(const Fp8GemmProblem& o, const float* bias, int num_sms,
         return launch<fp8::Fp8GemmConfig<256, 128, false, 1, false, EPI>>(o, bias, num_sms, stream);
       if (t.block_m == 256 && t.cluster == 2 && t.pair_along_n)
         return launch<fp8::Fp8GemmConfig<256, 128, false, 2, true, EPI>>(o, bias, num_sms, stream);
-      if constexpr (EPI == fp8::kPlainEpilogue) {
-        if (t.block_m == 128 && t.cluster == 2 && t.pair_along_n)
-          return launch<fp8::Fp8GemmConfig<128, 128, false, 2, true, EPI>>(o, bias, num_sms, stream);
-        if (t.block_m == 128 && t.cluster == 4)
-          return t.pair_along_n
-                     ? launch<fp8::Fp8GemmConfig<128, 128, false, 4, true, EPI>>(o, bias, num_sms, stream)
-                     : launch<fp8::Fp8GemmConfig<128, 128, false, 4, false, EPI>>(o, bias, num_sms, stream);
-      }
     }
   }
   return "no sm90 kernel for block_m=" + std::to_string(t.block_m) +

@@ -52,15 +52,15 @@ struct Fp8GemmConfig {
   static constexpr Activation kActivation = kBias ? static_cast<Activation>(EPILOGUE_) : Activation::kNone;
   static_assert(!kBias || (!RESIDUAL_ && EPILOGUE_ >= 0 && EPILOGUE_ < kNumActivations),
                 "the bias/activation epilogue: an Activation, no residual");
-  // CTAs per cluster: 1, or 2 or 4 in a line: along M (sharing B), or with
-  // PAIR_ALONG_N_ along N (sharing A). CTAs along M share their N tile: each loads
-  // 1/kClusterM of B and multicasts it to the others (B's L2->SM traffic / kClusterM).
-  // CTAs along N share their M tile and split A likewise. Consumers free a stage in
-  // every CTA of the cluster (any peer may write into it).
+  // CTAs per cluster: 1, or a pair: along M (sharing B), or with PAIR_ALONG_N_ along N
+  // (sharing A). CTAs along M share their N tile: each loads 1/kClusterM of B and
+  // multicasts it to the other (B's L2->SM traffic / kClusterM). CTAs along N share
+  // their M tile and split A likewise. Consumers free a stage in every CTA of the
+  // cluster (any peer may write into it).
   static constexpr int kCluster = CLUSTER_;
-  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "a cluster of 1, 2 or 4 CTAs");
-  static_assert(!PAIR_ALONG_N_ || kCluster > 1, "PAIR_ALONG_N_: a cluster along N");
-  static constexpr int kClusterM = kCluster == 1 || PAIR_ALONG_N_ ? 1 : kCluster;  // CTAs along M (sharing B)
+  static_assert(kCluster == 1 || kCluster == 2, "a cluster of 1 or 2 CTAs");
+  static_assert(!PAIR_ALONG_N_ || kCluster == 2, "PAIR_ALONG_N_: a cluster of 2");
+  static constexpr int kClusterM = kCluster == 1 || PAIR_ALONG_N_ ? 1 : 2;  // CTAs along M (sharing B)
   static constexpr int kClusterN = kCluster / kClusterM;                     // CTAs along N (sharing A)
   // Overlapped promotion (every 128-row tile): K block kb+1's wgmmas are issued into a
   // second accumulator before K block kb's is promoted, so the tensor cores stay busy
@@ -72,7 +72,8 @@ struct Fp8GemmConfig {
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
   static_assert(kMathWGs == 2 || (!RESIDUAL_ && kCluster == 1),
                 "three math WGs: 160 registers each, one CTA, no C staging");
-  static_assert(BLOCK_M != 256 || kCluster == 1 || (PAIR_ALONG_N_ && kCluster == 2),
+  static_assert(!PAIR_ALONG_N_ || BLOCK_M == 256, "pairs along N: built for 256-row tiles");
+  static_assert(BLOCK_M != 256 || kCluster == 1 || PAIR_ALONG_N_,
                 "256-row tiles: 1 CTA or a pair along N");
   static constexpr int kMathThreads = 128 * kMathWGs;
   static constexpr int kThreads = kMathThreads + 128;  // + producer warpgroup
