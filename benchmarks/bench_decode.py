@@ -7,7 +7,9 @@ split-K ones at the split the dispatch would give them, tuning.split_k_for), ove
 distinct input sets (B never L2-resident).
 Bandwidth = (bytes of A + B + D) / time, as a fraction of a device copy's
 (read + write bytes / time of XLA's elementwise negation of a 1 GiB buffer, the same
-CUPTI measure).
+CUPTI measure). Two ceilings for any kernel that reads B once, on the same sets:
+  read_b   XLA's jnp.sum(B) into float32 (reads B, writes a scalar): B's bytes / time
+  copy_b   XLA's -B (reads and writes B): twice B's bytes / time
 
 Usage (device, package installed):
   python3 benchmarks/bench_decode.py [--out decode.json] [--shapes 1x7168x4096,...]
@@ -21,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _torch, git_commit, gpu_time_jax  # noqa: E402
+from common import _cupti_total_us, _torch, copy_bandwidth, git_commit, gpu_time_jax  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -34,10 +36,13 @@ SHAPES = [(m, n, k) for m in (1, 16) for n, k in ((7168, 4096), (4096, 7168), (2
                                                   (1536, 7168), (28672, 4096), (24576, 1536))]
 
 
-def copy_bandwidth(torch, nbytes=1 << 30):
-  x = [jnp.ones((nbytes // 2,), jnp.bfloat16) for _ in range(2)]
-  t = gpu_time_jax(torch, lambda v: -v, [(v,) for v in x], reps=5)
-  return 2 * nbytes / t, t
+def per_call_gpu_time(torch, fn, sets, reps=5):
+  """GPU seconds per call of fn(b) on each set's B, one jitted call per set (so that XLA
+  cannot fuse the calls on different sets into one kernel)."""
+  f = jax.jit(fn)
+  jax.block_until_ready([f(b) for _, b in sets])
+  us = _cupti_total_us(torch, lambda: jax.block_until_ready([f(b) for _, b in sets]), reps)
+  return us * 1e-6 / (reps * len(sets))
 
 
 def run_shape(torch, m, n, k, log):
@@ -57,10 +62,15 @@ def run_shape(torch, m, n, k, log):
     with tuning.override(**settings):
       times[name] = gpu_time_jax(torch, fn, sets, reps=5)
   nbytes = 2 * (m * k + k * n + m * n)
-  row = dict(shape=[m, n, k], sets=len(sets), bytes=nbytes,
+  moved = {c: nbytes for c in times}
+  times["read_b"] = per_call_gpu_time(torch, lambda b: jnp.sum(b, dtype=jnp.float32), sets)
+  moved["read_b"] = 2 * k * n
+  times["copy_b"] = per_call_gpu_time(torch, lambda b: -b, sets)
+  moved["copy_b"] = 4 * k * n
+  row = dict(shape=[m, n, k], sets=len(sets), bytes=nbytes, bytes_moved=moved,
              gpu_us={c: t * 1e6 for c, t in times.items()},
-             bandwidth_tbs={c: nbytes / t / 1e12 for c, t in times.items()})
-  log(f"{m}x{n}x{k}: " + "  ".join(f"{c} {t * 1e6:.1f} us ({nbytes / t / 1e12:.2f} TB/s)"
+             bandwidth_tbs={c: moved[c] / t / 1e12 for c, t in times.items()})
+  log(f"{m}x{n}x{k}: " + "  ".join(f"{c} {t * 1e6:.1f} us ({moved[c] / t / 1e12:.2f} TB/s)"
                                    for c, t in times.items()))
   return row
 

@@ -165,6 +165,15 @@ def gpu_time_jax(torch, fn, sets, reps=3):
   return us * 1e-6 / (reps * len(sets))
 
 
+def copy_bandwidth(torch, nbytes=1 << 30):
+  """(bytes/s, seconds) of a device copy: XLA's negation of a `nbytes` bf16 buffer (read
+  and written), by GPU time, two buffers alternating."""
+  import jax.numpy as jnp
+  x = [jnp.ones((nbytes // 2,), jnp.bfloat16) for _ in range(2)]
+  t = gpu_time_jax(torch, lambda v: -v, [(v,) for v in x], reps=5)
+  return 2 * nbytes / t, t
+
+
 def gpu_time_torch(torch, fn, sets, reps=3):
   """GPU seconds per call of a torch op, from the kernels' own durations."""
   us = _cupti_total_us(torch, lambda: [fn(*s) for s in sets], reps)
