@@ -76,7 +76,7 @@ ARCH_SPLIT_K_TILINGS = {"sm90": SPLIT_K_TILINGS, "sm100": ()}
 # the residual FP8 GEMM runs the 128-row ones only.
 FP8_TILINGS = ((128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
-               (256, 128, 2, True), (128, 128, 1, True), (128, 128, 2, True))
+               (256, 128, 2, True))
 # The sm_100a FP8 GEMM's forms, a subset: 128x128 tiles on one SM (plain and residual).
 SM100_FP8_TILINGS = ((128, 128, 1, False),)
 # The forms each architecture's FP8 kernel has (HEURISTICS keys); a launch on an

@@ -179,7 +179,7 @@ GEMM_TILINGS = {(128, 256, 1), (128, 256, 2), (128, 128, 1), (128, 128, 2), (64,
 SPLIT_K_TILINGS = {(64, 64, 1), (64, 128, 1)}
 FP8_TILINGS = {(128, 64, 1, False), (128, 64, 2, False), (128, 128, 1, False),
                (128, 128, 2, False), (192, 128, 1, False), (256, 128, 1, False),
-               (256, 128, 2, True), (128, 128, 1, True), (128, 128, 2, True)}
+               (256, 128, 2, True)}
 
 
 def _check_attrs(target, attrs, i32=(), f32=(), flags=()):

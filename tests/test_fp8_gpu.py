@@ -84,9 +84,8 @@ def a_scale_t(a_scale):
 FORMS = {"128x64_c1": (128, 64, 1, False), "128x64_c2": (128, 64, 2, False),
          "128x128_c1": (128, 128, 1, False), "128x128_c2": (128, 128, 2, False),
          "192x128_c1": (192, 128, 1, False), "256x128_c1": (256, 128, 1, False),
-         "256x128_c2n": (256, 128, 2, True), "128x128_c1_noov": (128, 128, 1, True),
-         "128x128_c2_noov": (128, 128, 2, True)}
-RESIDUAL_FORMS = {k: v for k, v in FORMS.items() if v[0] == 128 and not v[3]}
+         "256x128_c2n": (256, 128, 2, True)}
+RESIDUAL_FORMS = {k: v for k, v in FORMS.items() if v[0] == 128}
 
 
 def fp8_attrs(m, n, k, form=None, group_m=8, residual=False):
@@ -310,7 +309,7 @@ def test_fp8_gemm_rejects_bad_layouts(rng):
     (FP8, (128, 192, 1, False), 8, "valid combinations are"),    # 192-wide tiles: deleted
     (FP8, (128, 128, 4, False), 8, "valid combinations are"),    # 2x2 clusters: deleted
     (FP8, (256, 128, 2, False), 8, "valid combinations are"),    # 256 rows, pair along M: deleted
-    (FP8, (128, 64, 2, True), 8, "valid combinations are"),      # pairs along N: 256 rows only
+    (FP8, (128, 128, 2, True), 8, "valid combinations are"),     # pairs along N: 256 rows only
     (FP8, (192, 128, 2, False), 8, "valid combinations are"),    # 192 rows: 1 CTA only
     (FP8, (64, 64, 1, False), 8, "valid combinations are"),      # the bf16 GEMM's tile
     (FP8, (128, 128, 1, False), 0, r"group_m must be in \[1, 64\]"),

@@ -31,7 +31,7 @@ struct Fp8Form {
 };
 constexpr Fp8Form kFp8Forms[] = {{128, 64, 1, false},  {128, 64, 2, false}, {128, 128, 1, false},
                                  {128, 128, 2, false}, {192, 128, 1, false}, {256, 128, 1, false},
-                                 {256, 128, 2, true},   {128, 128, 1, true},  {128, 128, 2, true}};
+                                 {256, 128, 2, true}};
 constexpr int kFp8NumForms = sizeof(kFp8Forms) / sizeof(kFp8Forms[0]);
 constexpr int kFp8ResidualForms = 4;
 constexpr int64_t kFp8MaxK = 65536;  // the sm90 kernel's limit, kept on every platform

@@ -113,13 +113,6 @@ std::string launch_form(const Fp8GemmProblem& o, const float* bias, int num_sms,
   static_assert(!R || EPI == fp8::kPlainEpilogue, "no residual with the bias epilogue");
   const Fp8Tiling& t = o.tiling;
   const bool c1 = t.cluster == 1 && !t.pair_along_n;
-  if constexpr (!R && EPI == fp8::kPlainEpilogue) {
-    // Experiment: 128x128 without overlapped promotion, named by pair_along_n.
-    if (t.block_m == 128 && t.block_n == 128 && t.pair_along_n)
-      return t.cluster == 2
-                 ? launch<fp8::Fp8GemmConfig<128, 128, false, 2, false, EPI, false>>(o, bias, num_sms, stream)
-                 : launch<fp8::Fp8GemmConfig<128, 128, false, 1, false, EPI, false>>(o, bias, num_sms, stream);
-  }
   if (t.block_m == 128 && (t.cluster == 1 || t.cluster == 2) && !t.pair_along_n) {
     if (t.block_n == 64)
       return t.cluster == 2 ? launch<fp8::Fp8GemmConfig<128, 64, R, 2, false, EPI>>(o, bias, num_sms, stream)

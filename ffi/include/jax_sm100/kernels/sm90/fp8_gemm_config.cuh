@@ -31,7 +31,7 @@ constexpr uint32_t kSmemLimit = 232448;
 /// (Fp8GemmParams::bias, null: none).
 inline constexpr int kPlainEpilogue = -1;
 template <int BLOCK_M_, int BLOCK_N_, bool RESIDUAL_, int CLUSTER_ = 1, bool PAIR_ALONG_N_ = false,
-          int EPILOGUE_ = kPlainEpilogue, bool OVERLAP_ = BLOCK_M_ == 128>
+          int EPILOGUE_ = kPlainEpilogue>
 struct Fp8GemmConfig {
   // 128 (two math WGs of 64 rows), 192 (three math WGs: each WG's promotion then hides
   // behind two other WGs' wgmmas instead of one), or 256 = two 128-row waves per K block:
@@ -66,8 +66,7 @@ struct Fp8GemmConfig {
   // second accumulator before K block kb's is promoted, so the tensor cores stay busy
   // during the FFMAs. Three BLOCK_N/2-register arrays. The 192- and 256-row tiles have
   // one accumulator (their registers hold the third WG's rows or the second wave).
-  static constexpr bool kOverlap = OVERLAP_;
-  static_assert(!OVERLAP_ || BLOCK_M == 128, "overlapped promotion: 128-row tiles");
+  static constexpr bool kOverlap = BLOCK_M == 128;
   static_assert(BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N in {64, 128}");
   static_assert(BLOCK_M == 128 || BLOCK_N == 128, "192- and 256-row tiles are 128 wide");
   static_assert(kWaves == 1 || !RESIDUAL_, "no shared memory left for C staging at BLOCK_M 256");
