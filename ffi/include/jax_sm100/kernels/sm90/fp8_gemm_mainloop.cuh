@@ -320,9 +320,7 @@ __device__ __forceinline__ void math_loop_chained(Math& m, Ring& ring, typename 
     // sc_prev); kb: the next K block of `job` to issue.
     zero<Cfg>(final_acc);
     ring.wait_producer();
-    // The stage index through a shuffle from lane 0: provably warp-uniform, it and the
-    // descriptors built from it live in uniform registers (as in issue_first_wave).
-    uint32_t s_prev = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
+    uint32_t s_prev = ring.consumer_stage();
     KScales sc_prev = read_scales<Cfg>(descs, s_prev, 0, job.sfb, 0);
     issue_k_block<Cfg>(acc0, descs.a_lo(s_prev, 0), descs.b_lo(s_prev));
     ring.consumer_step();
@@ -342,7 +340,7 @@ __device__ __forceinline__ void math_loop_chained(Math& m, Ring& ring, typename 
         kb = 0;
       }
       ring.wait_producer();
-      const uint32_t s = __shfl_sync(0xffffffffu, ring.consumer_stage(), 0);
+      const uint32_t s = ring.consumer_stage();
       const KScales sc = read_scales<Cfg>(descs, s, 0, job.sfb, kb);
       issue_k_block<Cfg>(next, descs.a_lo(s, 0), descs.b_lo(s));
       ring.consumer_step();
