@@ -23,7 +23,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import _cupti_total_us, _torch, copy_bandwidth, git_commit, gpu_time_jax  # noqa: E402
+from common import (_torch, copy_bandwidth, git_commit, gpu_time_jax,  # noqa: E402
+                    gpu_time_jax_per_call)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -34,15 +35,6 @@ from jax_sm100 import _dispatch_table as dt  # noqa: E402
 
 SHAPES = [(m, n, k) for m in (1, 16) for n, k in ((7168, 4096), (4096, 7168), (2048, 7168),
                                                   (1536, 7168), (28672, 4096), (24576, 1536))]
-
-
-def per_call_gpu_time(torch, fn, sets, reps=5):
-  """GPU seconds per call of fn(b) on each set's B, one jitted call per set (so that XLA
-  cannot fuse the calls on different sets into one kernel)."""
-  f = jax.jit(fn)
-  jax.block_until_ready([f(b) for _, b in sets])
-  us = _cupti_total_us(torch, lambda: jax.block_until_ready([f(b) for _, b in sets]), reps)
-  return us * 1e-6 / (reps * len(sets))
 
 
 def run_shape(torch, m, n, k, log):
@@ -63,9 +55,11 @@ def run_shape(torch, m, n, k, log):
       times[name] = gpu_time_jax(torch, fn, sets, reps=5)
   nbytes = 2 * (m * k + k * n + m * n)
   moved = {c: nbytes for c in times}
-  times["read_b"] = per_call_gpu_time(torch, lambda b: jnp.sum(b, dtype=jnp.float32), sets)
+  b_sets = [(b,) for _, b in sets]
+  times["read_b"] = gpu_time_jax_per_call(torch, lambda b: jnp.sum(b, dtype=jnp.float32), b_sets,
+                                          reps=5)
   moved["read_b"] = 2 * k * n
-  times["copy_b"] = per_call_gpu_time(torch, lambda b: -b, sets)
+  times["copy_b"] = gpu_time_jax_per_call(torch, lambda b: -b, b_sets, reps=5)
   moved["copy_b"] = 4 * k * n
   row = dict(shape=[m, n, k], sets=len(sets), bytes=nbytes, bytes_moved=moved,
              gpu_us={c: t * 1e6 for c, t in times.items()},

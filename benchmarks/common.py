@@ -5,6 +5,9 @@ the package (benchmarks/ab.py runs them against two builds).
 
   time_jax / gpu_time_jax     wall time (differential jit) / GPU time (CUPTI kernel
                               durations through torch.profiler) of a JAX op
+  gpu_time_jax_per_call       GPU time with one jitted call per input set (no cross-set
+                              fusion by XLA)
+  copy_bandwidth              a device copy's bytes/s (XLA's negation of 1 GiB)
   time_torch / gpu_time_torch the same for a torch op
   quantized_sets              FP8 operands (a, a_scale, b, b_scale), quantized on device
   torch_and_blockwise         torch and cuBLASLt's blockwise FP8 GEMM, checked
@@ -162,6 +165,15 @@ def gpu_time_jax(torch, fn, sets, reps=3):
   kernels' own durations: host-side gaps between the ops do not count."""
   many = jax.jit(lambda ss: [fn(*s) for s in ss])
   us = _cupti_total_us(torch, lambda: jax.block_until_ready(many(sets)), reps)
+  return us * 1e-6 / (reps * len(sets))
+
+
+def gpu_time_jax_per_call(torch, fn, sets, reps=3):
+  """gpu_time_jax with one jitted call per set instead of one jit over all sets, so that
+  XLA cannot fuse small ops on different sets into one kernel."""
+  f = jax.jit(fn)
+  run_all = lambda: jax.block_until_ready([f(*s) for s in sets])  # noqa: E731
+  us = _cupti_total_us(torch, run_all, reps)
   return us * 1e-6 / (reps * len(sets))
 
 
