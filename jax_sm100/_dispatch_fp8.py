@@ -84,7 +84,7 @@ def _usable(form, arch: str, residual: bool):
   from jax_sm100 import tuning
   if form not in tuning.ARCH_FP8_TILINGS.get(arch, tuning.FP8_TILINGS):
     return f"{form_name(form)} has no {arch} FP8 kernel"
-  if residual and form[0] != 128:
+  if residual and not tuning.fp8_residual_has(form[0]):
     return f"{form_name(form)}: the residual FP8 kernel has 128-row tiles only"
   return None
 

@@ -221,7 +221,7 @@ def _fp8_tilings(backend: str, residual: bool) -> tuple:
   compiled set; elsewhere (cpu_ffi, reference) the sm100 set, the one a Blackwell GPU runs."""
   forms = tuning.ARCH_FP8_TILINGS.get(backend, tuning.SM100_FP8_TILINGS)
   return tuple((bm, bn, cl) for bm, bn, cl, along_n in forms
-               if not along_n and (bm == 128 or not residual))
+               if not along_n and (tuning.fp8_residual_has(bm) or not residual))
 
 
 def _fp8_scales(a, b):

@@ -44,6 +44,13 @@ ARCH_FP8_TILINGS = {"sm90": FP8_TILINGS, "sm100": SM100_FP8_TILINGS}
 GROUP_M_RANGE = (1, 64)
 
 
+def fp8_residual_has(block_m: int) -> bool:
+  """Whether the residual FP8 target (the beta * c epilogue) has forms of block_m rows:
+  it has the 128-row tiles only. The one home of that rule (Fp8Config.supports_residual,
+  the heuristic, the measured dispatch and the self-test ask it)."""
+  return block_m == 128
+
+
 def _int_field(cls: str, name: str, v) -> int:
   if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
     raise ValueError(f"{cls}: {name} must be an int; got {v!r}.")
@@ -139,7 +146,7 @@ class Fp8Config:
   @property
   def supports_residual(self) -> bool:
     """Whether the residual target (beta * c epilogue) has this kernel: 128-row tiles."""
-    return self.block_m == 128
+    return fp8_residual_has(self.block_m)
 
   def attributes(self) -> dict:
     """The FFI attributes of jax_sm100_fp8_gemm[_residual] for this choice."""

@@ -53,7 +53,7 @@ __all__ = [
 from jax_sm100._tuning_configs import (  # noqa: F401  (re-exported)
     ARCH_FP8_TILINGS, ARCH_GEMM_TILINGS, ARCH_SPLIT_K_TILINGS, FP8_TILINGS, GEMM_TILINGS,
     GROUP_M_RANGE, MAX_SPLIT_K, SM100_FP8_TILINGS, SM100_GEMM_TILINGS, SPLIT_K_TILINGS,
-    Fp8Config, GemmConfig, _check_group_m, _check_split_k, _int_field)
+    Fp8Config, GemmConfig, _check_group_m, _check_split_k, _int_field, fp8_residual_has)
 
 
 # ---------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def _fp8_choice(m: int, n: int, residual: bool, sms: int, table) -> tuple[Fp8Con
             f"{bm}x{bn} tiles, {cl} CTA per cluster: the only form of this architecture's kernel")
   candidates = [(bm, bn, eff_one_m_tile if m <= 128 else eff)
                 for bm, bn, eff, eff_one_m_tile in table["tiles"]
-                if not residual or bm == 128]
+                if not residual or fp8_residual_has(bm)]
   (bm, bn, _, tiles), why = _cheapest_tile(candidates, m, n, 1, sms)
   if residual:
     why += " among the residual kernel's 128-row tiles"
