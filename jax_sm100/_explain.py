@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 
 import jax
 from jax.extend import core as jcore
@@ -53,6 +54,22 @@ class _Recorder:
 def _key(target, shapes, attrs):
   return (target, tuple(tuple(int(d) for d in s) for s in shapes),
           tuple(sorted((k, str(v)) for k, v in dict(attrs).items())))
+
+
+def launch_builder(build):
+  """functools.lru_cache for the launch layer's builders of custom_vmap functions, bypassed
+  while explain() records. jax (0.11 and later) caches a function's trace by the function
+  object and its input types: a cached builder hands out the same function, so a product
+  traced before would reuse that trace and never reach note_launch. Under explain() each
+  builder call makes a fresh function, whose trace runs the launch code again."""
+  cached = functools.lru_cache(maxsize=None)(build)
+
+  @functools.wraps(build)
+  def builder(*args):
+    return build(*args) if _RECORDER.get() is not None else cached(*args)
+
+  builder.cache_clear = cached.cache_clear
+  return builder
 
 
 def note_launch(target: str, ops, attrs: dict, why: str) -> None:

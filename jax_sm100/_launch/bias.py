@@ -23,7 +23,6 @@ the attribute `activation` (jax_sm100._activations.CODES).
 """
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +64,7 @@ def _spec(a, b, bias, want_pre, trans_a, trans_b):
   return partition.Spec(operands, (d_dims, d_dims if want_pre else (None,)), op="matmul_bias")
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _kernel(trans_a: bool, trans_b: bool, name: str, want_pre: bool, out_dtype: np.dtype,
             settings):
   """The launch for one static configuration, vmap-able: (a, b, bias) -> (d, pre)."""

@@ -24,7 +24,6 @@ M fits one tile (dact_config).
 """
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -94,7 +93,7 @@ def _spec(a, b, c, trans_a, trans_b, with_sums: bool):
   return partition.Spec(operands, (base.results[0], ("n",)), op="mlp", row_sums=(1,))
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _kernel(trans_a: bool, trans_b: bool, name: str, with_sums: bool, settings):
   """The launch for one static configuration: (a, b, c) -> (d, dbias), dbias (0,) when
   the sums are not wanted (the kernel then skips them: no reduction, no atomics)."""

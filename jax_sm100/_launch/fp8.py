@@ -23,7 +23,6 @@ pair_along_n, group_m.
 """
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -85,7 +84,7 @@ def _launch(a, a_scale_t, b, b_scale, c, beta, settings):
   return d[:, :n] if np_ != n else d
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _kernel(residual: bool, beta: float, settings):
   """The FP8 launch as a custom_vmap function of (a, a_scale_t, b, b_scale[, c]).
 
@@ -203,7 +202,7 @@ def _bias_reference(a, a_scale_t, b, b_scale, bias, name):
   return _activations.apply(name, z).astype(BF16)
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _kernel_bias(name: str, has_bias: bool, settings):
   """The FP8 bias/activation launch as a custom_vmap function of (a, a_scale_t, b,
   b_scale, bias): an a-side batch folds into M (one launch); a batched b, b_scale or

@@ -24,7 +24,6 @@ the kernel path (otherwise the operand is broadcast in memory).
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -132,7 +131,7 @@ def _spec(a, b, c, trans_a, trans_b):
                              "matmul" if c is None else "matmul_residual")
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _gemm_kernel(trans_a: bool, trans_b: bool, out_dtype: np.dtype, settings):
   """The jax_sm100_gemm launch for one static configuration, vmap-able."""
 
@@ -156,7 +155,7 @@ def _gemm_kernel(trans_a: bool, trans_b: bool, out_dtype: np.dtype, settings):
   return call
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _gemm_residual_kernel(trans_a: bool, trans_b: bool, alpha: float, beta: float,
                           out_dtype: np.dtype, settings):
   """The jax_sm100_gemm_residual launch for one static configuration, vmap-able."""

@@ -99,7 +99,7 @@ def _launch(target, ops, out, attrs, why):
   return jax.ffi.ffi_call(target, out)(*ops, **attrs)
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype, forced):
   """The jax_sm100_grouped_gemm launch (16-byte row padding, attributes), vmap-able;
   forced: the override(grouped=...) traced under (None: the default choice)."""
@@ -132,7 +132,7 @@ def _grouped_kernel(trans_rhs: bool, out_dtype: np.dtype, forced):
   return call
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _kgrouped_kernel(out_dtype: np.dtype, forced):
   """The jax_sm100_kgrouped_gemm launch, vmap-able (forced: as _grouped_kernel's)."""
 
@@ -158,7 +158,7 @@ def _kgrouped_kernel(out_dtype: np.dtype, forced):
   return call
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def _fp8_kernel(forced):
   """The jax_sm100_fp8_grouped_gemm launch of (a, a_scale_t, b, b_scale, gs), vmap-able
   (forced: as _grouped_kernel's)."""
