@@ -27,7 +27,6 @@ namespace jax_sm100::host {
 // chunked; 2296 for 128x256, whose 3 stages are the dense kernel's).
 using GroupedCfg128x128 = sm90::GroupedGemmConfig<128, 128, 5>;
 using GroupedCfg128x256 = sm90::GroupedGemmConfig<128, 256, 3>;
-using GroupedCfg128x256c2 = sm90::GroupedGemmConfig<128, 256, 3, 2>;
 
 /// Tile rows per L2 band of the M-grouped order (the dense default).
 constexpr int kGroupedGroupM = 8;
@@ -53,8 +52,7 @@ std::string launch_m_grouped(const GroupedGemmProblem& pr, int num_sms, cudaStre
   p.k = static_cast<int>(pr.k);
   p.trans_b = pr.trans_rhs ? 1 : 0;
   const int64_t n_tiles = (pr.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  // Cluster tiles: kCluster M tiles of one group (the peers share B by multicast).
-  p.order = kernels::GroupedOrder::make(p.m, static_cast<int>(pr.g), Cfg::kBlockM * Cfg::kCluster,
+  p.order = kernels::GroupedOrder::make(p.m, static_cast<int>(pr.g), Cfg::kBlockM,
                                         static_cast<int>(n_tiles), kGroupedGroupM,
                                         Cfg::kTableEntries);
   // The tile count is known on the device only; the grid is sized by its bound.
@@ -62,7 +60,7 @@ std::string launch_m_grouped(const GroupedGemmProblem& pr, int num_sms, cudaStre
   if (units > INT32_MAX || int64_t(kGroupedGroupM) * n_tiles > INT32_MAX)
     return "too many output tiles (up to " + std::to_string(units) + ") for one launch";
   PersistentLaunch l;
-  l.cluster = Cfg::kCluster;
+  l.cluster = 1;
   l.threads = Cfg::kThreads;
   l.smem_bytes = Cfg::smem_bytes();
   l.smem_limit = static_cast<int>(Cfg::smem_bytes());
@@ -107,8 +105,8 @@ std::string launch_k_grouped(const KGroupedGemmProblem& pr, int num_sms, cudaStr
 template <class T, class Out>
 std::string sm90_grouped_gemm_launch_typed(const GroupedGemmProblem& pr, int num_sms,
                                            cudaStream_t stream) {
-  if (pr.tiling.block_m == 128 && pr.tiling.block_n == 128)  // EXPERIMENT: the c2 kernel
-    return launch_m_grouped<GroupedCfg128x256c2, T, Out>(pr, num_sms, stream);
+  if (pr.tiling.block_m == 128 && pr.tiling.block_n == 128)
+    return launch_m_grouped<GroupedCfg128x128, T, Out>(pr, num_sms, stream);
   if (pr.tiling.block_m == 128 && pr.tiling.block_n == 256)
     return launch_m_grouped<GroupedCfg128x256, T, Out>(pr, num_sms, stream);
   return check_sm90_grouped_tiling(pr.tiling);

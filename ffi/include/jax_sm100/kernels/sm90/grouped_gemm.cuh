@@ -48,9 +48,9 @@ namespace jax_sm100::kernels::sm90 {
 /// The grouped kernels' configuration: the dense plain GEMM's (two consumer warpgroups
 /// along M, one CTA per cluster) plus the group table after the barriers, as large as the
 /// remaining shared memory allows (at most 4096 entries).
-template <int BM, int BN, int Stages, int Cluster = 1>
-struct GroupedGemmConfig : GemmConfig<BM, BN, Stages, 0, 2, Cluster> {
-  using Base = GemmConfig<BM, BN, Stages, 0, 2, Cluster>;
+template <int BM, int BN, int Stages>
+struct GroupedGemmConfig : GemmConfig<BM, BN, Stages, 0, 2, 1> {
+  using Base = GemmConfig<BM, BN, Stages, 0, 2, 1>;
   static_assert(BM == 128, "two consumer warpgroups of 64 rows");
   static constexpr uint32_t kTableOffset = Base::kBarOffset + Base::kBarBytes;
   static constexpr uint32_t kSmemLimit = 232448;  // 227 KB per block
@@ -148,48 +148,50 @@ __device__ __forceinline__ void store_part(const float (&acc)[Cfg::kWgTileN / 2]
   }
 }
 
-/// M-grouped producer (warp 0, one lane): per cluster tile of a group, per K block, A
-/// rows from this CTA's first row of the tile and (its share of) B of the tile's group,
-/// in one stage transaction. Tiles of the rows in no group load nothing.
+/// M-grouped producer (warp 0, one lane): per tile of a group, per K block, A rows from
+/// the tile's first row and B of the tile's group, in one stage transaction. Tiles of the
+/// rows in no group load nothing.
 template <class Cfg, class T, class InputPipe>
 __device__ __forceinline__ void m_grouped_producer(InputPipe& input, const GroupedGemmParams& p,
-                                                   const GroupTableEntry* table, int count,
-                                                   int first, int stride, int rank) {
+                                                   const GroupTableEntry* table, int count) {
   auto producer = input.producer();
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   GroupSpan cache;
-  for (int t = first; t < count; t += stride) {
+  for (int t = static_cast<int>(blockIdx.x); t < count; t += static_cast<int>(gridDim.x)) {
     const GroupedTile tile = p.order.tile(table, p.group_sizes, t, cache);
     if (tile.group >= p.order.groups) continue;  // rows in no group: zeros, nothing to load
-    const int m0 = tile.row0 + rank * Cfg::kBlockM;
+    const int n0 = tile.n_tile * Cfg::kBlockN;
     for (int kb = 0; kb < k_blocks; ++kb) {
       auto st = producer.acquire_stage();  // waits on empty[stage]
-      // Whole boxes: TMA counts the zero fill past M, K and N too, and the peer's share
-      // of B multicast into this stage.
-      st.expect_bytes();
-      load_ab_block<Cfg, T>(&p.tma_a, &p.tma_b, st.mbar()->ptr(), st.a_tile(), st.b_tile(),
-                            kb * Cfg::kBlockK, m0, tile.n_tile * Cfg::kBlockN, 0, tile.group,
-                            0, p.trans_b, rank);
+      st.expect_bytes();  // whole boxes: TMA counts the zero fill past M, K and N too
+      uint64_t* bar = st.mbar()->ptr();
+      const int k0 = kb * Cfg::kBlockK;
+      ptx::tma_load_3d(st.a_tile(), &p.tma_a, bar, k0, tile.row0, 0);  // (BM, 64) K-major
+      T* bt = st.b_tile();
+      if (p.trans_b) {
+        ptx::tma_load_3d(bt, &p.tma_b, bar, k0, n0, tile.group);  // (BN, 64) K-major
+      } else {
+#pragma unroll
+        for (int j = 0; j < Cfg::kBlockN / 64; ++j)  // (BN/64, 64 K, 64 N) N-major
+          ptx::tma_load_3d(bt + j * 64 * 64, &p.tma_b, bar, n0 + 64 * j, k0, tile.group);
+      }
       std::move(st).release();
     }
   }
-  // The peer's consumers arrive on this CTA's empty barriers: wait for all of them.
-  if constexpr (Cfg::kCluster > 1) producer.drain();
 }
 
 /// M-grouped consumer warpgroup w (0 or 1): rows w*64.. of every tile.
 template <class Cfg, class T, class Out, class InputPipe>
 __device__ __forceinline__ void m_grouped_consumer(InputPipe& input, uint8_t* smem_d,
                                                    const GroupedGemmParams& p,
-                                                   const GroupTableEntry* table, int count,
-                                                   int first, int stride, int rank, int w) {
+                                                   const GroupTableEntry* table, int count, int w) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const uint32_t a_off = w * 64 * 128;  // this WG's 64 rows of the K-major A tile
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   uint8_t* my_d = smem_d + w * Cfg::kDBufs * Cfg::kEpiTileBytes;
   float acc[Cfg::kWgTileN / 2];
   GroupSpan cache;
-  for (int t = first; t < count; t += stride) {
+  for (int t = static_cast<int>(blockIdx.x); t < count; t += static_cast<int>(gridDim.x)) {
     const GroupedTile tile = p.order.tile(table, p.group_sizes, t, cache);
 #pragma unroll
     for (int i = 0; i < Cfg::kWgTileN / 2; ++i) acc[i] = 0.f;
@@ -197,7 +199,7 @@ __device__ __forceinline__ void m_grouped_consumer(InputPipe& input, uint8_t* sm
     const int kb = tile.group < p.order.groups ? k_blocks : 0;
     // lhs is K-major (trans_a = false); rhs as trans_b says.
     consumer_mainloop_for_layout<Cfg, T>(false, p.trans_b, input, acc, kb, a_off, 0, lane);
-    const int row0 = tile.row0 + rank * Cfg::kBlockM + w * 64;
+    const int row0 = tile.row0 + w * 64;
     const int valid = tile.row_end - row0;
     store_part<Cfg, Out>(acc, my_d, &p.tma_d, static_cast<uint8_t*>(p.out), p.n, row0,
                          tile.n_tile * Cfg::kBlockN, 0, valid < 64 ? valid : 64, w);
@@ -225,31 +227,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int warp = static_cast<int>(ptx::warp_idx_sync());
   if (threadIdx.x == 0) {
-    // Producer: one arrive_expect_tx per stage; consumers: one lane per consumer warp of
-    // every CTA of the cluster.
-    input.init_barriers(1, Cfg::kNumConsumerWarps * Cfg::kCluster);
+    // Producer: one arrive_expect_tx per stage; consumers: one lane per consumer warp.
+    input.init_barriers(1, Cfg::kNumConsumerWarps);
     ptx::tma_prefetch_descriptor(&p.tma_a);
     ptx::tma_prefetch_descriptor(&p.tma_b);
     ptx::tma_prefetch_descriptor(&p.tma_d);
   }
   if (warp == 3) build_group_table_warp(p.order, p.group_sizes, table);
   __syncthreads();
-  // The peer's barriers must be initialised before our multicasts / remote arrivals.
-  if constexpr (Cfg::kCluster > 1) ptx::cluster_sync();
-  const int rank = Cfg::kCluster > 1 ? static_cast<int>(ptx::block_rank_in_cluster()) : 0;
-  // Cluster tiles (kCluster * BLOCK_M rows of one group): this cluster takes first,
-  // first + stride, ...
   const int count = p.order.count(table);
-  const int first = static_cast<int>(blockIdx.x) / Cfg::kCluster;
-  const int stride = static_cast<int>(gridDim.x) / Cfg::kCluster;
 
   if (warp < 4) {
     ptx::setmaxnreg_dec<40>();
-    if (warp == 0 && threadIdx.x % 32 == 0) m_grouped_producer<Cfg, T>(input, p, table, count, first, stride, rank);
+    if (warp == 0 && threadIdx.x % 32 == 0) m_grouped_producer<Cfg, T>(input, p, table, count);
   } else {
     ptx::setmaxnreg_inc<232>();
-    m_grouped_consumer<Cfg, T, Out>(input, smem + Cfg::kDOffset, p, table, count, first, stride,
-                                    rank, warp / 4 - 1);
+    m_grouped_consumer<Cfg, T, Out>(input, smem + Cfg::kDOffset, p, table, count, warp / 4 - 1);
   }
 #endif  // JAX_SM100_SM90A_DEVICE
 }
