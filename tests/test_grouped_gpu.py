@@ -249,6 +249,18 @@ def test_grouped_ffi_tiles_layouts_dtypes(tile, trans_rhs, out_dtype):
   check_mgrouped(out, lhs, rhs, sizes, trans=trans_rhs, rng=rng)
 
 
+@pytest.mark.parametrize("tile,g", [((128, 256), 300), ((128, 128), 4200)])
+def test_grouped_ffi_chunked_group_table(tile, g):
+  # More groups than the tile's shared-memory group table holds (128x256: 246 entries,
+  # 128x128: 4096): lookups walk group sizes from global memory (span > 1).
+  rng = _rng()
+  m, k, n = 2 * g + 1000, 128, 256
+  sizes = make_sizes("skewed", g, m, rng)
+  lhs, rhs = rand(rng, (m, k)), rand(rng, (g, k, n), scale=k ** -0.5)
+  out = ffi_grouped(lhs, rhs, jnp.asarray(sizes), False, BF16, tile)
+  check_mgrouped(out, lhs, rhs, sizes, rng=rng)
+
+
 def test_group_sizes_are_read_on_the_device():
   # One jitted function, several size patterns: nothing about the groups is baked in.
   rng = _rng()

@@ -22,11 +22,14 @@
 
 namespace jax_sm100::host {
 
-// The compiled tiles: (BLOCK_M, BLOCK_N, input stages). The group table takes the shared
-// memory the dense kernel's sixth 128x128 stage had (4096 groups before the table is
-// chunked; 2296 for 128x256, whose 3 stages are the dense kernel's).
+// The compiled tiles: (BLOCK_M, BLOCK_N, input stages[, D buffers per warpgroup]). 128x128:
+// the group table takes the shared memory the dense kernel's sixth stage had (4096 groups
+// before the table is chunked). 128x256: one stage more than the dense kernel's 3, paid
+// for with 2 D buffers per warpgroup instead of 4 and a 246-entry table (244 groups before
+// it is chunked). Its B tiles come mostly from HBM (an expert's weights serve few M
+// tiles), whose latency the fourth stage hides: +2-6% on 256-row experts (H200).
 using GroupedCfg128x128 = sm90::GroupedGemmConfig<128, 128, 5>;
-using GroupedCfg128x256 = sm90::GroupedGemmConfig<128, 256, 3>;
+using GroupedCfg128x256 = sm90::GroupedGemmConfig<128, 256, 4, 2>;
 
 /// Tile rows per L2 band of the M-grouped order (the dense default).
 constexpr int kGroupedGroupM = 8;

@@ -44,7 +44,9 @@ struct GemmParams {
 
 /// Tile configuration. BM in {64, 128}; the two consumer warpgroups split the tile
 /// along M (BM = 128) or along N (BM = 64). CStages == 0: plain GEMM (no C pipeline).
-template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1>
+/// DBufs > 0: the plain kernel's D staging buffers per warpgroup (default 0: 4 for
+/// 256-wide warpgroup tiles, else 2); fewer leave room for another input stage.
+template <int BM, int BN, int Stages, int CStages, int NumWG = 2, int Cluster = 1, int DBufs = 0>
 struct GemmConfig {
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
@@ -70,6 +72,7 @@ struct GemmConfig {
   static_assert(BN <= 256, "a TMA box dimension is at most 256");
   static_assert(Cluster == 1 || (Cluster == 2 && BN % 128 == 0),
                 "cluster of 2: each CTA multicasts whole 64-wide (N-major) / 8-row blocks of B");
+  static_assert(DBufs >= 0, "D buffers: 0 (the default) or a count");
   static_assert(CStages == 0 || CStages >= 2,
                 "residual: a C stage stays held until the next chunk's store is issued");
 
@@ -80,7 +83,7 @@ struct GemmConfig {
   static constexpr uint32_t kDOffset = kPayloadBytes;
   // Plain: (NumWG, kDBufs) D staging chunks; all chunks of a group are written, then
   // stored together. Residual: D is staged in the C chunks (no D buffers).
-  static constexpr int kDBufs = CStages > 0 ? 0 : (kWgTileN >= 256 ? 4 : 2);
+  static constexpr int kDBufs = CStages > 0 ? 0 : DBufs > 0 ? DBufs : (kWgTileN >= 256 ? 4 : 2);
   static constexpr uint32_t kDBytes = NumWG * kDBufs * kEpiTileBytes;
   static constexpr uint32_t kCOffset = kDOffset + kDBytes;
   static constexpr uint32_t kCBytes = CStages * NumWG * kEpiTileBytes;  // (CStages, NumWG)

@@ -48,15 +48,15 @@ namespace jax_sm100::kernels::sm90 {
 /// The grouped kernels' configuration: the dense plain GEMM's (two consumer warpgroups
 /// along M, one CTA per cluster) plus the group table after the barriers, as large as the
 /// remaining shared memory allows (at most 4096 entries).
-template <int BM, int BN, int Stages>
-struct GroupedGemmConfig : GemmConfig<BM, BN, Stages, 0, 2, 1> {
-  using Base = GemmConfig<BM, BN, Stages, 0, 2, 1>;
+template <int BM, int BN, int Stages, int DBufs = 0>
+struct GroupedGemmConfig : GemmConfig<BM, BN, Stages, 0, 2, 1, DBufs> {
+  using Base = GemmConfig<BM, BN, Stages, 0, 2, 1, DBufs>;
   static_assert(BM == 128, "two consumer warpgroups of 64 rows");
   static constexpr uint32_t kTableOffset = Base::kBarOffset + Base::kBarBytes;
   static constexpr uint32_t kSmemLimit = 232448;  // 227 KB per block
   static constexpr int kTableEntries =
       (kSmemLimit - 1024 - kTableOffset) / 8 > 4096 ? 4096 : (kSmemLimit - 1024 - kTableOffset) / 8;
-  static_assert(kTableEntries >= 256, "room for a group table of at least 255 groups");
+  static_assert(kTableEntries >= 128, "room for a group table of at least 127 groups");
   static constexpr uint32_t smem_bytes() { return kTableOffset + kTableEntries * 8 + 1024; }
   static_assert(smem_bytes() <= kSmemLimit, "exceeds the 227 KB of shared memory per block");
 };
