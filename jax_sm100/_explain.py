@@ -65,8 +65,8 @@ def launch_builder(build):
   cached = functools.lru_cache(maxsize=None)(build)
 
   @functools.wraps(build)
-  def builder(*args):
-    return build(*args) if _RECORDER.get() is not None else cached(*args)
+  def builder(*args, **kwargs):
+    return build(*args, **kwargs) if _RECORDER.get() is not None else cached(*args, **kwargs)
 
   builder.cache_clear = cached.cache_clear
   return builder

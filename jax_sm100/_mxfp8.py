@@ -179,7 +179,7 @@ _SPEC = partition.Spec(((("m", "k"), ("m", partition.Block("k", MX_BLOCK)), ("n"
                        op="mxfp8_matmul")
 
 
-@functools.lru_cache(maxsize=None)
+@_explain.launch_builder
 def kernel(out_dtype, block_n: int | None = None):
   """The launch as a custom_vmap function of (a, a_scale, b, b_scale), partitioned by
   _SPEC; block_n None: choose_block_n per call. vmap rule: with only the a side batched

@@ -249,6 +249,30 @@ def test_explain_reports_the_launches_of_the_final_program(fake_sm90):
   assert "jax_sm100_fp8_gemm" in str(rep)
 
 
+def test_explain_sees_launches_traced_before(fake_sm90):
+  # jax (0.11 and later) reuses a function's trace by the function object and its input
+  # types: explain() must not get the launch layer's cached functions, whose earlier trace
+  # would skip the launch code that records each launch's reason.
+  a, b = jax.ShapeDtypeStruct((512, 256), BF16), jax.ShapeDtypeStruct((256, 384), BF16)
+  jax.jit(jax_sm100.matmul).lower(a, b)  # a trace of this product exists
+  for _ in range(2):
+    (d,) = tuning.explain(jax_sm100.matmul, a, b)
+    assert "512x384x256" in d.why and "not through an op" not in d.why
+  from jax_sm100 import _explain
+  made = []
+
+  @_explain.launch_builder
+  def build(x):
+    made.append(x)
+    return object()
+  assert build(1) is build(1) and len(made) == 1  # cached outside explain()
+  token = _explain._RECORDER.set(_explain._Recorder())
+  try:
+    assert build(1) is not build(1) and len(made) == 3  # fresh while it records
+  finally:
+    _explain._RECORDER.reset(token)
+
+
 def test_explain_on_the_reference_path(monkeypatch):
   monkeypatch.setenv("JAX_SM100_FORCE_REFERENCE", "1")
   rep = tuning.explain(jax_sm100.matmul, jnp.ones((4, 8), BF16), jnp.ones((8, 4), BF16))
