@@ -41,6 +41,15 @@ needs_toolchain = pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None,
                                      reason="needs a C++ compiler and the CUDA toolkit headers")
 
 
+# --wait-ms of the full emulated grids: every pipeline wait bounded at 120 s (collectives
+# 180 s) instead of the driver's 20 s. The emulator runs one OS thread per CUDA thread; on
+# a 2-core machine with two such grids at once (pytest-xdist) a lane waited over 30 s for
+# its warp or cluster while the grid still progressed (the dact and bias grids in CI: the
+# same seeds pass with a longer bound, in the same time). A protocol that never completes
+# still fails, bounded by run()'s timeout.
+GRID_WAIT = ("--wait-ms", "120000")
+
+
 def build(src: pathlib.Path, include: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
   """Compiles the emulator test program `src` against the kernel headers under `include`."""
   cmd = [CXX, "-std=c++17", "-O1", "-pthread", "-DJAX_SM100_PIPELINE_DEBUG", "-I", str(include),

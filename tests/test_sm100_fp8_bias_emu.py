@@ -19,7 +19,7 @@ import secrets
 
 import pytest
 
-from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 SRC = ROOT / "tests" / "emu" / "sm100_fp8_bias_emu_test.cc"
 ROLES = "jax_sm100/kernels/sm100/fp8_bias_roles.h"
@@ -29,7 +29,7 @@ pytestmark = needs_toolchain
 
 def test_emulated_fp8_bias_gemm(tmp_path):
   binary = build(SRC, INCLUDE, tmp_path / "fp8_bias_emu")
-  res = run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if "stolen by CLC" in l]
   assert len(cases) == 7 and all(l.startswith("ok ") for l in cases), res.stdout

@@ -19,7 +19,7 @@ import secrets
 
 import pytest
 
-from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 SRC = ROOT / "tests" / "emu" / "sm100_gemm_dact_emu_test.cc"
 ROLES = "jax_sm100/kernels/sm100/gemm_dact_roles.h"
@@ -29,12 +29,7 @@ pytestmark = needs_toolchain
 
 def test_emulated_gemm_dact(tmp_path):
   binary = build(SRC, INCLUDE, tmp_path / "gemm_dact_emu")
-  # Waits bounded at 120 s (collectives 180 s) instead of 20 s: the emulator runs one OS
-  # thread per CUDA thread, and the epilogue's column-sum shuffles are warp collectives;
-  # on a 2-core machine a lane can wait over 30 s for its warp while the grid still
-  # progresses (seen: 4 of 8 cases past the 30 s bound, all 8 passing in the same 3.5 min
-  # with the longer one). A protocol that never completes still fails, later.
-  res = run(binary, "--seed", str(secrets.randbits(31)), "--wait-ms", "120000")
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 8 and all(l.startswith("ok ") for l in cases)

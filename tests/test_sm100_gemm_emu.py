@@ -19,7 +19,7 @@ import secrets
 
 import pytest
 
-from emu_harness import INCLUDE, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, build, needs_toolchain, planted_fault_failures, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "emu" / "sm100_gemm_emu_test.cc"
@@ -29,7 +29,7 @@ pytestmark = needs_toolchain
 
 def test_emulated_gemm(tmp_path):
   binary = build(SRC, INCLUDE, tmp_path / "gemm_emu")
-  res = run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 12 and all(l.startswith("ok ") for l in cases)

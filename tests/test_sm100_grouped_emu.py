@@ -21,7 +21,7 @@ import secrets
 
 import pytest
 
-from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 
 SRC = ROOT / "tests" / "emu" / "sm100_grouped_emu_test.cc"
@@ -32,7 +32,7 @@ pytestmark = needs_toolchain
 
 def test_emulated_grouped_gemm(tmp_path):
   binary = build(SRC, INCLUDE, tmp_path / "grouped_emu")
-  res = run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 9 and all(l.startswith("ok ") for l in cases)

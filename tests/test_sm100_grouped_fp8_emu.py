@@ -23,7 +23,7 @@ import secrets
 
 import pytest
 
-from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 SRC = ROOT / "tests" / "emu" / "sm100_grouped_fp8_emu_test.cc"
 ROLES = "jax_sm100/kernels/sm100/grouped_fp8_roles.h"
@@ -33,7 +33,7 @@ pytestmark = needs_toolchain
 
 def test_emulated_grouped_fp8_gemm(tmp_path):
   binary = build(SRC, INCLUDE, tmp_path / "grouped_fp8_emu")
-  res = run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 7 and all(l.startswith("ok ") for l in cases)

@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from emu_harness import INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
+from emu_harness import GRID_WAIT, INCLUDE, ROOT, build, needs_toolchain, planted_fault_failures, run
 
 SRC = ROOT / "tests" / "emu" / "sm100_mxfp8_emu_test.cc"
 
@@ -36,7 +36,7 @@ def binary(tmp_path_factory):
 
 
 def test_emulated_mxfp8_gemm(binary):
-  res = run(binary, "--seed", str(secrets.randbits(31)))
+  res = run(binary, "--seed", str(secrets.randbits(31)), *GRID_WAIT)
   assert res.returncode == 0 and "ALL PASSED" in res.stdout, res.stdout + res.stderr
   cases = [l for l in res.stdout.splitlines() if l.startswith(("ok ", "FAIL"))]
   assert len(cases) >= 6 and all(l.startswith("ok ") for l in cases)
